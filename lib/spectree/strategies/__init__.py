@@ -1,0 +1,48 @@
+"""Tree policies by name. `make_policy("kary", b=2, d=4)` validates before any model loads."""
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+from ..errors import SpectreeError
+from .base import Policy
+from .chain import chain_policy
+from .static import kary_policy
+
+REGISTRY: dict[str, Callable[..., Policy]] = {
+    "ar": lambda: chain_policy(0),
+    "chain": chain_policy,
+    "kary": kary_policy,
+}
+
+
+def make_policy(name: str, **params) -> Policy:
+    if name not in REGISTRY:
+        raise SpectreeError(f"unknown strategy '{name}': use one of [{', '.join(sorted(REGISTRY))}]")
+    factory = REGISTRY[name]
+    accepted = inspect.signature(factory).parameters
+    unknown = set(params) - set(accepted)
+    if unknown:
+        raise SpectreeError(f"strategy '{name}' has no parameter(s) {sorted(unknown)}; it takes {sorted(accepted)}")
+    for key, value in params.items():
+        if isinstance(value, (int, float)) and value < 0:
+            raise SpectreeError(f"strategy '{name}': {key} must be >= 0, got {value}")
+    return factory(**params)
+
+
+def parse_strategy(spec: str) -> Policy:
+    """'kary:b=2,d=4' or 'chain:k=5' or 'ar' → a policy."""
+    name, _, rest = spec.partition(":")
+    params = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise SpectreeError(f"bad strategy parameter '{item}' in '{spec}': expected key=value")
+        try:
+            params[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
+        except ValueError as err:
+            raise SpectreeError(f"bad value '{value}' for '{key}' in '{spec}'") from err
+    return make_policy(name, **params)
+
+
+__all__ = ["Policy", "REGISTRY", "make_policy", "parse_strategy", "chain_policy", "kary_policy"]

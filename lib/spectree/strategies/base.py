@@ -1,0 +1,42 @@
+"""The policy interface shared by live drafting and replay.
+
+A policy sees node features only (`Nodes`: p, joint P, entropy H, rank, depth, confidence) and never a
+model. Drafting offers it, layer by layer, up to K children of every node kept at the previous layer;
+`select` returns which to keep, `expand` which of the kept nodes are offered children at the next
+layer (default: all, up to depth d_max), and `finalize` may prune the finished tree to a root-connected
+subtree (e.g. rerank top-N).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import SpectreeError
+from ..tree import DraftTree, Nodes
+
+
+@dataclass
+class Policy:
+    K: int  # children offered per expanded node
+    d_max: int  # maximum depth
+
+    name = "policy"
+
+    def __post_init__(self):
+        if self.K < 1:
+            raise SpectreeError(f"{self.name}: K (children per node) must be >= 1, got {self.K}")
+        if self.d_max < 0:
+            raise SpectreeError(f"{self.name}: depth must be >= 0, got {self.d_max}")
+
+    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
+        """bool [len(cand)]: which offered children join the tree."""
+        raise NotImplementedError
+
+    def expand(self, tree: DraftTree, new: torch.Tensor) -> torch.Tensor:
+        """bool [len(new)]: which of the nodes just added get children offered at the next layer."""
+        return torch.ones(len(new), dtype=torch.bool)
+
+    def finalize(self, tree: DraftTree) -> torch.Tensor:
+        """bool [len(tree)]: the nodes kept in the finished tree (must be root-connected)."""
+        return torch.ones(len(tree), dtype=torch.bool)

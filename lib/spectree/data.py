@@ -42,6 +42,11 @@ class Prompt:
     category: str
     text: str
 
+    @property
+    def key(self) -> str:
+        """Unique across prompt sets."""
+        return f"{self.dataset}/{self.id}"
+
 
 def _check_dataset(dataset: str) -> None:
     if dataset not in DATASETS:

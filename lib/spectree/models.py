@@ -43,7 +43,7 @@ class PairSpec:
 
 
 PAIRS: dict[str, PairSpec] = {
-    "smollm2-layerskip": PairSpec("smollm2-135m-instruct", "layerskip:8"),
+    "smollm2-layerskip": PairSpec("smollm2-135m-instruct", "layerskip:24"),
 }
 
 

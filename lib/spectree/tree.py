@@ -11,6 +11,8 @@ from typing import Optional
 
 import torch
 
+from .errors import SpectreeError
+
 NODE_FIELDS = ("tokens", "parents", "depth", "draft_prob", "joint", "entropy", "entropy_topm", "rank", "confidence")
 LONG_FIELDS = {"tokens", "parents", "depth", "rank"}
 
@@ -52,7 +54,7 @@ class Nodes:
 
     @staticmethod
     def from_columns(cols: dict) -> "Nodes":
-        return Nodes(**{f: torch.as_tensor(cols[f], dtype=torch.long if f in LONG_FIELDS else torch.float32)
+        return Nodes(**{f: torch.tensor(cols[f], dtype=torch.long if f in LONG_FIELDS else torch.float32)
                         for f in NODE_FIELDS})
 
     @staticmethod
@@ -141,7 +143,7 @@ class DraftTree(Nodes):
         keep[0] = True
         bad = keep & (self.parents >= 0) & ~keep[self.parents.clamp(min=0)]
         if bool(bad.any()):
-            raise ValueError(f"subtree is not root-connected: nodes {bad.nonzero().flatten().tolist()} lack a parent")
+            raise SpectreeError(f"subtree is not root-connected: nodes {bad.nonzero().flatten().tolist()} lack a parent")
         idx = keep.nonzero().flatten()
         new_index = torch.full((len(self),), -1, dtype=torch.long)
         new_index[idx] = torch.arange(len(idx))

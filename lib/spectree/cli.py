@@ -1,0 +1,151 @@
+"""`python -m spectree {bench,lossless,log,replay}`. Every argument is validated before a model loads."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from .errors import SpectreeError
+from .paths import atomic_write_text
+
+DEFAULT_STRATEGIES = ["chain:k=4", "kary:b=2,d=4"]
+
+
+def _common(p: argparse.ArgumentParser, prompts: str, max_new: int) -> None:
+    p.add_argument("--pair", default="smollm2-layerskip", help="named target/draft pair")
+    p.add_argument("--prompts", default=prompts, help="prompt spec, e.g. mtbench:8+humaneval:8")
+    p.add_argument("--max-new-tokens", type=int, default=max_new)
+    p.add_argument("--json", type=Path, help="also write the results here (atomically)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spectree", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("bench", help="tokens/s and speedup vs HF generate, τ, γ per strategy")
+    _common(b, "mtbench:16", 128)
+    b.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
+    b.add_argument("--temperature", type=float, default=0.0)
+    b.add_argument("--top-p", type=float, default=1.0)
+    b.add_argument("--seed", type=int, default=0)
+    ll = sub.add_parser("lossless", help="greedy exact match (lengths too) against HF generate")
+    _common(ll, "mtbench:50+humaneval:50", 64)
+    ll.add_argument("--strategies", nargs="+", default=DEFAULT_STRATEGIES)
+    lg = sub.add_parser("log", help="write a logbook of full draft trees for replay")
+    _common(lg, "mtbench:16", 128)
+    from .logbook import LogConfig
+    for f in fields(LogConfig):
+        if f.name not in ("pair", "max_new_tokens"):
+            lg.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=f.default)
+    lg.add_argument("--name", help="logbook name (default: the prompt spec)")
+    rp = sub.add_parser("replay", help="score strategies on a logbook without a model")
+    rp.add_argument("logbook", type=Path)
+    rp.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
+    rp.add_argument("--json", type=Path)
+    return parser
+
+
+def _write_json(path: Path | None, payload: dict) -> None:
+    if path:
+        atomic_write_text(path, json.dumps(payload, indent=1, default=str))
+        print(f"wrote {path}")
+
+
+def cmd_bench(args) -> int:
+    from .bench import format_table, run_strategies, summarize_runs
+    from .data import parse_prompt_spec
+    from .models import check_pair_name, load_pair
+    from .sampling import Sampling
+    from .strategies import parse_strategy
+
+    for s in args.strategies:
+        parse_strategy(s)
+    sampling = Sampling(args.temperature, args.top_p)
+    check_pair_name(args.pair)
+    prompts = parse_prompt_spec(args.prompts)
+    _check_max_new(args.max_new_tokens)
+    runs = run_strategies(load_pair(args.pair), prompts, args.strategies, args.max_new_tokens, sampling, args.seed)
+    table = summarize_runs(runs)
+    print(f"pair={args.pair} prompts={args.prompts} ({len(prompts)}) max_new_tokens={args.max_new_tokens} "
+          f"temperature={args.temperature} top_p={args.top_p}")
+    print(format_table(table))
+    _write_json(args.json, {"config": vars(args), "rows": table.to_dict(orient="records")})
+    return 0
+
+
+def cmd_lossless(args) -> int:
+    from .bench import find_mismatches, run_strategies, summarize_runs
+    from .data import parse_prompt_spec
+    from .models import check_pair_name, load_pair
+    from .strategies import parse_strategy
+
+    for s in args.strategies:
+        parse_strategy(s)
+    check_pair_name(args.pair)
+    prompts = parse_prompt_spec(args.prompts)
+    _check_max_new(args.max_new_tokens)
+    models = load_pair(args.pair)
+    runs = run_strategies(models, prompts, args.strategies, args.max_new_tokens, warmup=False)
+    bad = find_mismatches(models, runs, prompts)
+    table = summarize_runs(runs)
+    print(table[["strategy", "tau", "gamma", "exact"]].to_string(index=False))
+    for m in bad:
+        verdict = "near-tie (fp32 noise)" if m.tie else "BUG"
+        print(f"MISMATCH {m.strategy} {m.prompt}: first difference at {m.position} "
+              f"(lengths {m.ref_len} vs {m.out_len}), AR top-2 logit gap {m.top2_gap:.2e} → {verdict}")
+    n = len(prompts) * len(args.strategies)
+    print(f"{n - len(bad)}/{n} generations match HF generate exactly; {len(bad)} mismatches "
+          f"({sum(not m.tie for m in bad)} not explained by a near-tie)")
+    _write_json(args.json, {"config": vars(args), "checked": n, "mismatches": [asdict(m) for m in bad],
+                            "rows": table.to_dict(orient="records")})
+    return 1 if bad else 0
+
+
+def cmd_log(args) -> int:
+    from .data import parse_prompt_spec
+    from .logbook import LogConfig, write_logbook
+
+    cfg = LogConfig(pair=args.pair, max_new_tokens=args.max_new_tokens,
+                    **{f.name: getattr(args, f.name) for f in fields(LogConfig) if f.name not in ("pair", "max_new_tokens")})
+    from .models import check_pair_name
+
+    check_pair_name(args.pair)
+    prompts = parse_prompt_spec(args.prompts)
+    name = args.name or args.prompts.replace(":", "").replace("+", "_")
+    out = write_logbook(prompts, cfg, name)
+    print(out)
+    _write_json(args.json, {"logbook": str(out), "config": asdict(cfg)})
+    return 0
+
+
+def cmd_replay(args) -> int:
+    from .logbook import read_logbook
+    from .replay import replay, summarize
+    from .strategies import parse_strategy
+
+    policies = {s: parse_strategy(s) for s in args.strategies}
+    logbook = read_logbook(args.logbook)
+    rows = [{"strategy": s, **summarize(replay(logbook, p))} for s, p in policies.items()]
+    import pandas as pd
+
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    _write_json(args.json, {"logbook": str(args.logbook), "rows": rows})
+    return 0
+
+
+def _check_max_new(n: int) -> None:
+    if n < 0:
+        raise SpectreeError(f"--max-new-tokens must be >= 0, got {n}")
+
+
+COMMANDS = {"bench": cmd_bench, "lossless": cmd_lossless, "log": cmd_log, "replay": cmd_replay}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except SpectreeError as err:
+        print(f"spectree: error: {err}", file=sys.stderr)
+        return 2

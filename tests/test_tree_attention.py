@@ -1,0 +1,81 @@
+"""Tree attention on transformers' own Llama (tiny random weights): logits and KV bookkeeping."""
+import torch
+
+from spectree.decode import speculative_generate
+from spectree.drafting import CachedLM
+from spectree.sampling import Sampling
+from spectree.strategies import chain_policy, kary_policy
+from helpers import PARENTS, make_tree, tiny_llama
+
+
+def sequential_logits(model, ids: list[int]) -> torch.Tensor:
+    with torch.inference_mode():
+        return model(torch.tensor([ids])).logits[0]
+
+
+def test_tree_forward_matches_sequential_logits_on_every_path(tiny_target):
+    prefix = [3, 14, 15, 92, 65, 35, 89, 79, 32, 38]
+    tree = make_tree(PARENTS, prefix_len=len(prefix))
+    tree.tokens = torch.tensor([38, 11, 12, 13, 14, 15, 16])
+    lm = CachedLM(tiny_target)
+    lm.feed_chain(torch.tensor(prefix[:-1]))
+    logits = lm.feed_tree(tree, torch.arange(len(tree))).logits[0]  # [n, V]
+    for leaf in tree.leaves().tolist():
+        path = tree.path_to(leaf)
+        ref = sequential_logits(tiny_target, prefix[:-1] + tree.tokens[path].tolist())[-len(path):]
+        assert torch.allclose(logits[path], ref, atol=1e-5)
+
+
+def test_keep_path_leaves_the_cache_of_the_sequential_prefix(tiny_target):
+    prefix = [5, 6, 7, 8]
+    tree = make_tree(PARENTS, prefix_len=len(prefix))
+    tree.tokens = torch.tensor([8, 21, 22, 23, 24, 25, 26])
+    lm = CachedLM(tiny_target)
+    lm.feed_chain(torch.tensor(prefix[:-1]))
+    lm.feed_tree(tree, torch.arange(len(tree)))
+    lm.keep_path(torch.tensor([0, 1, 3]))
+    nxt = lm.feed_chain(torch.tensor([55])).logits[0, -1]
+    ref = sequential_logits(tiny_target, prefix + tree.tokens[[1, 3]].tolist() + [55])[-1]
+    assert lm.committed == len(prefix) + 3
+    assert torch.allclose(nxt, ref, atol=1e-5)
+
+
+def hf_greedy(model, ids, n):
+    with torch.inference_mode():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, eos_token_id=None,
+                             pad_token_id=0)
+    return out[0, len(ids):].tolist()
+
+
+def test_greedy_tree_decoding_matches_autoregressive_with_a_perfect_draft(tiny_target):
+    """Draft = target: every draft token is accepted, so τ = d + 1 and long acceptances are exercised."""
+    ids = [1, 17, 29, 4, 8]
+    ref = hf_greedy(tiny_target, ids, 30)
+    for policy in (chain_policy(4), kary_policy(2, 3)):
+        gen = speculative_generate(tiny_target, tiny_target, ids, policy, 30)
+        assert gen.tokens == ref and len(gen.tokens) == len(ref)
+        assert all(s.tau == policy.d_max + 1 for s in gen.steps[:-1])
+
+
+def test_greedy_tree_decoding_matches_autoregressive_with_a_weak_draft(tiny_target):
+    draft = tiny_llama(seed=1, layers=1)
+    ids = [2, 40, 41, 42]
+    ref = hf_greedy(tiny_target, ids, 25)
+    for policy in (chain_policy(3), kary_policy(3, 2), kary_policy(2, 4)):
+        gen = speculative_generate(tiny_target, draft, ids, policy, 25)
+        assert gen.tokens == ref
+
+
+def test_decoding_stops_after_eos_like_generate(tiny_target):
+    ids = [1, 17, 29, 4, 8]
+    ref = hf_greedy(tiny_target, ids, 30)
+    eos = ref[7]
+    gen = speculative_generate(tiny_target, tiny_target, ids, kary_policy(2, 3), 30, eos_ids=(eos,))
+    assert gen.tokens == ref[: ref.index(eos) + 1]
+
+
+def test_sampling_is_reproducible_with_an_explicit_generator(tiny_target):
+    ids = [1, 2, 3]
+    runs = [speculative_generate(tiny_target, tiny_target, ids, kary_policy(2, 2), 20, Sampling(0.8, 0.95),
+                                 generator=torch.Generator().manual_seed(7)).tokens for _ in range(2)]
+    assert runs[0] == runs[1]

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Optional
-
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
@@ -132,5 +130,5 @@ def find_mismatches(models, runs: list[Run], prompts: list[Prompt]) -> list[Mism
     return out
 
 
-def format_table(df: pd.DataFrame, floatfmt: Optional[dict] = None) -> str:
+def format_table(df: pd.DataFrame) -> str:
     return df.to_string(index=False, float_format=lambda x: f"{x:.3f}")

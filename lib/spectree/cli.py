@@ -39,6 +39,18 @@ def build_parser() -> argparse.ArgumentParser:
         if f.name not in ("pair", "max_new_tokens"):
             lg.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=f.default)
     lg.add_argument("--name", help="logbook name (default: the prompt spec)")
+    tr = sub.add_parser("train", help="distil a one-layer draft (EDD / VDM) from the target; resumable")
+    tr.add_argument("--name", required=True, help="checkpoint name, e.g. smollm2-edd")
+    tr.add_argument("--target", default="smollm2-135m-instruct")
+    from .train_draft import TrainConfig
+    for f in fields(TrainConfig):
+        tr.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+    tr.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
+    tr.add_argument("--threads", type=int, help="torch CPU threads")
+    tr.add_argument("--export", action="store_true", help="write data/drafts/<name>.safetensors + card when done")
+    ac = sub.add_parser("acceptance", help="draft top-1 agreement by position and chain-k greedy τ")
+    _common(ac, "mtbench:16+humaneval:16", 128)
+    ac.add_argument("--depth", type=int, default=5)
     rp = sub.add_parser("replay", help="score strategies on a logbook without a model")
     rp.add_argument("logbook", type=Path)
     rp.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
@@ -134,12 +146,52 @@ def cmd_replay(args) -> int:
     return 0
 
 
+def cmd_acceptance(args) -> int:
+    from .acceptance import acceptance_report, combine_reports
+    from .data import parse_prompt_spec
+    from .models import check_pair_name, load_pair
+
+    check_pair_name(args.pair)
+    _check_max_new(args.max_new_tokens)
+    if args.depth < 1:
+        raise SpectreeError(f"--depth must be >= 1, got {args.depth}")
+    prompts = parse_prompt_spec(args.prompts)
+    models = load_pair(args.pair)
+    by_set = {}
+    for name in dict.fromkeys(p.dataset for p in prompts):
+        by_set[name] = acceptance_report(models, [p for p in prompts if p.dataset == name], args.max_new_tokens,
+                                         args.depth)
+        print(f"{args.pair} {name}: top-1 by position {by_set[name]['top1_by_position']}, "
+              f"chain-{args.depth} τ {by_set[name]['tau_chain']:.3f}")
+    report = {"pair": args.pair, **combine_reports(list(by_set.values())), "by_dataset": by_set}
+    _write_json(args.json, report)
+    return 0
+
+
+def cmd_train(args) -> int:
+    import torch
+
+    from .models import load_target
+    from .train_draft import TrainConfig, export_checkpoint, train
+
+    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    target, tok = load_target(args.target)
+    work = train(args.name, cfg, target, tok, max_minutes=args.max_minutes)
+    print(work)
+    if args.export:
+        print(export_checkpoint(args.name, work, cfg, args.target, metrics={}))
+    return 0
+
+
 def _check_max_new(n: int) -> None:
     if n < 0:
         raise SpectreeError(f"--max-new-tokens must be >= 0, got {n}")
 
 
-COMMANDS = {"bench": cmd_bench, "lossless": cmd_lossless, "log": cmd_log, "replay": cmd_replay}
+COMMANDS = {"bench": cmd_bench, "lossless": cmd_lossless, "log": cmd_log, "replay": cmd_replay, "train": cmd_train,
+            "acceptance": cmd_acceptance}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ from typing import Optional
 import torch
 from transformers import PreTrainedModel
 
-from .drafting import CachedLM, draft_tree
+from .drafting import CachedLM, ModelDrafter
 from .sampling import Sampling
 from .strategies.base import Policy
 from .tree import DraftTree
@@ -58,22 +58,24 @@ def speculative_generate(target: PreTrainedModel, draft: Optional[PreTrainedMode
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     start = time.perf_counter()
     seq = list(prompt_ids)
+    drf = as_drafter(draft) if policy.d_max > 0 else None
+    hidden_layer = drf.hidden_layer if drf is not None and drf.needs_hidden else None
     tgt = CachedLM(target)
-    tgt.feed_chain(torch.tensor(seq[:-1]))  # the target cache holds everything but the root
-    drf = CachedLM(draft) if (draft is not None and policy.d_max > 0) else None
-    root_logits = drf.feed_chain(torch.tensor(seq)).logits[0, -1] if drf else None
+    out = tgt.feed_chain(torch.tensor(seq[:-1]), hidden_layer is not None)  # the target caches all but the root
+    root_logits = drf.start(seq, _hidden(out, hidden_layer, None)) if drf else None
     gen = Generation(tokens=[])
     tail = 1  # tokens committed by the last step (where a new EOS can be)
     while len(gen.tokens) < max_new_tokens and not any(t in eos_ids for t in gen.tokens[-tail:]):
         t0 = time.perf_counter()
         if drf:
-            tree = draft_tree(drf, seq[-1], root_logits, len(seq), policy, sampling, generator)
+            tree = drf.draft(seq[-1], root_logits, len(seq), policy, sampling, generator)
         else:
             tree = DraftTree.root(seq[-1], len(seq))
         t1 = time.perf_counter()
-        logits = tgt.feed_tree(tree, torch.arange(len(tree))).logits[0]  # [n, V]
-        verdict = verify(tree, logits, sampling, generator)
-        tgt.keep_path(torch.tensor([0] + verdict.accepted))
+        out = tgt.feed_tree(tree, torch.arange(len(tree)), hidden_layer is not None)
+        verdict = verify(tree, out.logits[0], sampling, generator)  # logits [n, V]
+        path = torch.tensor([0] + verdict.accepted)
+        tgt.keep_path(path)
         new = verdict.new_tokens(tree)
         t2 = time.perf_counter()
         seq += new
@@ -81,11 +83,26 @@ def speculative_generate(target: PreTrainedModel, draft: Optional[PreTrainedMode
         tail = len(new)
         gen.steps.append(StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, tree if keep_trees else None))
         if drf and len(gen.tokens) < max_new_tokens:
-            root_logits = drf.feed_chain(torch.tensor(new)).logits[0, -1]
+            root_logits = drf.advance(new, _hidden(out, hidden_layer, path))
             gen.steps[-1].draft_s += time.perf_counter() - t2
     gen.tokens = truncate(gen.tokens, max_new_tokens, eos_ids)
     gen.wall_s = time.perf_counter() - start
     return gen
+
+
+def as_drafter(draft):
+    """A drafter object from a draft model (wrapped in `ModelDrafter`) or a drafter (returned as is)."""
+    if draft is None:
+        raise ValueError("this policy drafts tokens: pass a draft model")
+    return ModelDrafter(draft) if isinstance(draft, PreTrainedModel) else draft
+
+
+def _hidden(out, layer: Optional[int], rows: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The target's hidden states [k, H] of `layer` at `rows` of the last forward (all rows if None)."""
+    if layer is None:
+        return None
+    h = out.hidden_states[layer][0]
+    return h if rows is None else h[rows.to(h.device)]
 
 
 def truncate(tokens: list[int], max_new_tokens: int, eos_ids: tuple[int, ...]) -> list[int]:

@@ -34,7 +34,8 @@ class CachedLM:
         self.slots: Optional[torch.Tensor] = None
 
     def feed_chain(self, tokens: torch.Tensor, output_hidden_states: bool = False):
-        """Append committed tokens [k] (causal); returns the model output (logits [1, k, V])."""
+        """Append committed entries (token ids [k] or embeddings [k, H]), causally; returns the model
+        output (logits [1, k, V])."""
         k = int(tokens.shape[0])
         out = forward_with_mask(self.model, self.cache, tokens, self.committed + torch.arange(k),
                                 causal_allowed(cache_len(self.cache), k), output_hidden_states)
@@ -75,18 +76,19 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
     distribution (Gumbel top-k), in sample order — the order multi-branch verification replays.
     Returns (candidates with `parents` = frontier node indices, warped distributions [f, V]).
     """
-    probs = torch.softmax(logits.float(), dim=-1)  # [f, V]
+    probs = torch.softmax(logits.float(), dim=-1).cpu()  # [f, V]; tree bookkeeping lives on the CPU
     f = probs.shape[0]
     if sampling.greedy:
         warped = probs
         p, tok = probs.topk(k, dim=-1)  # [f, k]
+        rank = torch.arange(k).expand(f, k)
     else:
-        warped = sampling.probs(logits)
-        u = torch.rand(warped.shape, generator=generator, device=warped.device).clamp_(1e-20, 1.0)
+        warped = sampling.probs(logits.float().cpu())
+        u = torch.rand(warped.shape, generator=generator).clamp_(1e-20, 1.0)
         keys = torch.log(warped) - torch.log(-torch.log(u))  # Gumbel-perturbed log-probs
         _, tok = keys.topk(k, dim=-1)
         p = probs.gather(-1, tok)
-    rank = (probs[:, None, :] > p[:, :, None]).sum(-1)  # [f, k]
+        rank = (probs[:, None, :] > p[:, :, None]).sum(-1)  # [f, k]
     parent = frontier[:, None].expand(f, k)
     cand = Nodes(tokens=tok.flatten(), parents=parent.flatten(), depth=(tree.depth[parent] + 1).flatten(),
                  draft_prob=p.flatten(), joint=(tree.joint[parent] * p).flatten(),
@@ -137,3 +139,25 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
         zeros = torch.zeros(root_logits.shape[-1])
         tree.dists = torch.stack([dists.get(i, zeros) for i in range(len(tree))])
     return tree.subtree(policy.finalize(tree))
+
+
+class ModelDrafter:
+    """A standalone draft LM (layer-skip, VDM): its cache holds the committed tokens, root included."""
+
+    needs_hidden = False  # this draft does not read the target's hidden states
+
+    def __init__(self, model: PreTrainedModel):
+        self.lm = CachedLM(model)
+
+    def start(self, prompt_ids: list[int], hidden: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Prefill the prompt; returns the draft logits [V] at the root (the prompt's last token)."""
+        self.lm.reset()
+        return self.lm.feed_chain(torch.tensor(prompt_ids)).logits[0, -1]
+
+    def advance(self, new_tokens: list[int], hidden: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Commit the tokens of the last step (accepted + bonus); returns the logits [V] at the new root."""
+        return self.lm.feed_chain(torch.tensor(new_tokens)).logits[0, -1]
+
+    def draft(self, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,
+              sampling: Sampling, generator: Optional[torch.Generator] = None) -> DraftTree:
+        return draft_tree(self.lm, root_token, root_logits, prefix_len, policy, sampling, generator)

@@ -23,8 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .data import Prompt, chat_ids
-from .decode import speculative_generate, truncate
-from .drafting import CachedLM, draft_tree
+from .decode import as_drafter, speculative_generate, truncate
 from .errors import SpectreeError
 from .paths import atomic_write_bytes, atomic_write_text, cache_dir
 from .sampling import Sampling
@@ -101,19 +100,26 @@ def log_prompt(target, draft, tokenizer, prompt: Prompt, cfg: LogConfig, eos_ids
     cont = ar.tokens
     n_valid = len(truncate(cont, cfg.max_new_tokens, eos_ids))
     full = torch.tensor(ids + cont)
-    target_logits = target(full[None].to(target.device)).logits[0].float().cpu()  # [T, V]
-    policy, drafter = cfg.policy(), CachedLM(draft)
-    root_logits = drafter.feed_chain(torch.tensor(ids)).logits[0, -1]
+    policy, drafter = cfg.policy(), as_drafter(draft)
+    layer = drafter.hidden_layer if drafter.needs_hidden else None
+    out = target(full[None].to(target.device), output_hidden_states=layer is not None)
+    target_logits = out.logits[0].float().cpu()  # [T, V]
+    hidden = out.hidden_states[layer][0] if layer is not None else None  # [T, H]
+
+    def rows(a: int, b: int):
+        return None if hidden is None else hidden[a:b]
+
+    root_logits = drafter.start(ids, rows(0, len(ids) - 1))
     frames = []
     for pos in range(n_valid):
         prefix = len(ids) + pos
-        tree = draft_tree(drafter, int(full[prefix - 1]), root_logits, prefix, policy, Sampling())
+        tree = drafter.draft(int(full[prefix - 1]), root_logits, prefix, policy, Sampling())
         probs = torch.softmax(target_logits[prefix - 1: prefix - 1 + cfg.d_max], dim=-1)
         on_path, target_prob = label_tree(tree, cont[pos:], probs)
         cols = {f: t.numpy() for f, t in tree.columns().items()}
         frames.append(pd.DataFrame({"position": pos, "node": range(len(tree)), **cols,
                                     "on_path": on_path.numpy(), "target_prob": target_prob.numpy()}))
-        root_logits = drafter.feed_chain(full[prefix: prefix + 1]).logits[0, -1]
+        root_logits = drafter.advance(full[prefix: prefix + 1].tolist(), rows(prefix - 1, prefix))
     nodes = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return LoggedPrompt(prompt, len(ids), cont, n_valid, nodes)
 

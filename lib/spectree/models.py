@@ -16,7 +16,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from .errors import SpectreeError
-from .paths import cache_dir
+from .paths import cache_dir, data_dir
 
 GGUF_MAGIC = b"GGUF"
 
@@ -36,7 +36,8 @@ TARGETS: dict[str, PackagedGGUF] = {
 
 @dataclass(frozen=True)
 class PairSpec:
-    """A named target/draft pair. `draft` is 'layerskip:N' (first N target layers + norm + head)."""
+    """A named target/draft pair. `draft` is 'layerskip:N' (first N target layers + norm + head) or
+    'edd:NAME' / 'vdm:NAME' (a trained one-layer draft shipped as data/drafts/NAME.safetensors)."""
 
     target: str
     draft: str
@@ -44,6 +45,8 @@ class PairSpec:
 
 PAIRS: dict[str, PairSpec] = {
     "smollm2-layerskip": PairSpec("smollm2-135m-instruct", "layerskip:24"),
+    "smollm2-edd": PairSpec("smollm2-135m-instruct", "edd:smollm2-edd"),
+    "smollm2-vdm": PairSpec("smollm2-135m-instruct", "vdm:smollm2-vdm"),
 }
 
 
@@ -165,11 +168,41 @@ def layerskip_draft(target: PreTrainedModel, n_layers: int) -> PreTrainedModel:
     return draft.eval()
 
 
-def load_draft(spec: str, target: PreTrainedModel) -> PreTrainedModel:
+def load_trained_draft(path: Path, target: PreTrainedModel):
+    """A shipped one-layer draft: VDM as a plain HF model, EDD wrapped in its hidden-state drafter."""
+    from safetensors import safe_open
+
+    from .edd import EDDDrafter, one_layer_draft
+
+    if not path.exists():
+        raise SpectreeError(f"draft checkpoint {path} is missing: train it with `python -m spectree train "
+                            f"--name {path.stem} --export` (see README)")
+    check_safetensors(path)
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+        state = {k.removeprefix("layer."): f.get_tensor(k).float() for k in f.keys()}
+    draft = one_layer_draft(target)
+    layer = draft.model.layers[0]
+    expected = {k: tuple(v.shape) for k, v in layer.state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    if expected != got:
+        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+        wrong = sorted(k for k in set(expected) & set(got) if expected[k] != got[k])
+        raise SpectreeError(f"{path} does not fit this target: missing {missing}, unexpected {extra}, "
+                            f"wrong shapes {[(k, got[k], expected[k]) for k in wrong]}")
+    layer.load_state_dict({k: v.to(target.device, target.dtype) for k, v in state.items()})
+    if meta.get("kind") == "edd":
+        return EDDDrafter(draft, int(meta["hidden_layer"]))
+    return draft
+
+
+def load_draft(spec: str, target: PreTrainedModel):
     kind, _, arg = spec.partition(":")
     if kind == "layerskip":
         return layerskip_draft(target, int(arg))
-    raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N'")
+    if kind in ("edd", "vdm"):
+        return load_trained_draft(data_dir() / "drafts" / f"{arg}.safetensors", target)
+    raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N', 'edd:NAME' or 'vdm:NAME'")
 
 
 def check_pair_name(name: str) -> PairSpec:

@@ -18,16 +18,19 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def forward_with_mask(model: PreTrainedModel, cache: DynamicCache, input_ids: torch.Tensor,
+def forward_with_mask(model: PreTrainedModel, cache: DynamicCache, inputs: torch.Tensor,
                       position_ids: torch.Tensor, allowed: torch.Tensor,
                       output_hidden_states: bool = False):
-    """Run `model` on m new tokens appended to `cache`.
+    """Run `model` on m new entries appended to `cache`.
 
-    input_ids, position_ids: [m]; allowed: bool [m, cache_len + m] (which slots each new token sees).
-    Returns the model output (logits [1, m, V]); the m tokens are appended to `cache`.
+    inputs: token ids [m] (long) or input embeddings [m, H] (float, e.g. EDD's soft prompt);
+    position_ids: [m]; allowed: bool [m, cache_len + m] (which slots each new entry sees).
+    Returns the model output (logits [1, m, V]); the m entries are appended to `cache`.
     """
     dev = model.device
-    return model(input_ids=input_ids[None].to(dev), position_ids=position_ids[None].to(dev),
+    feed = {"input_ids": inputs[None].to(dev)} if not inputs.is_floating_point() else {
+        "inputs_embeds": inputs[None].to(dev, model.dtype)}
+    return model(**feed, position_ids=position_ids[None].to(dev),
                  attention_mask=additive_mask(allowed.to(dev), model.dtype), past_key_values=cache,
                  use_cache=True, output_hidden_states=output_hidden_states)
 

@@ -76,8 +76,8 @@ def verify_multibranch(tree: DraftTree, target_probs: torch.Tensor, generator: O
     kids, tokens = _children_lists(tree), tree.tokens.tolist()
     node, accepted = 0, []
     while True:
-        R = target_probs[node].double()
-        D = tree.dists[node].double() if kids[node] else None
+        R = target_probs[node].double().cpu()
+        D = tree.dists[node].double().cpu() if kids[node] else None
         nxt = None
         for c in kids[node]:
             y = tokens[c]

@@ -1,0 +1,94 @@
+"""How often the draft's top-1 agrees with the target, by draft position, on the target's greedy output.
+
+At every position i of the target's greedy continuation g, the draft is run once over the chain
+root → g[i] → … → g[i+depth-2] (tree attention, the committed prefix cached): its argmax at depth k-1
+must equal g[i+k-1]. Because the chain is the true continuation, position k's agreement is the
+acceptance rate at depth k given that depths 1..k-1 were accepted. Chain-k greedy τ follows exactly:
+at i, τ = 1 + leading agreements among the first k, and the next step starts at i + τ.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .data import Prompt, chat_ids
+from .decode import as_drafter, speculative_generate, truncate
+from .metrics import tau
+from .strategies.chain import chain_policy
+from .tree import DraftTree, Nodes
+
+
+def _chain_tree(tokens: list[int], prefix_len: int) -> DraftTree:
+    """The root followed by a chain of the given tokens."""
+    tree = DraftTree.root(tokens[0], prefix_len)
+    n = len(tokens) - 1
+    ones = torch.ones(n)
+    tree.add(Nodes(tokens=torch.tensor(tokens[1:]), parents=torch.arange(n), depth=torch.arange(1, n + 1),
+                   draft_prob=ones, joint=ones, entropy=ones, entropy_topm=ones, rank=torch.zeros(n, dtype=torch.long),
+                   confidence=ones))
+    return tree
+
+
+@torch.inference_mode()
+def forced_chain_agreement(target, draft, ids: list[int], max_new_tokens: int, depth: int,
+                           eos_ids: tuple[int, ...]) -> np.ndarray:
+    """bool [positions, depth]: draft top-1 == target greedy token at each draft position."""
+    cont = speculative_generate(target, None, ids, chain_policy(0), max_new_tokens + depth).tokens
+    n_valid = len(truncate(cont, max_new_tokens, eos_ids))
+    drafter = as_drafter(draft)
+    layer = drafter.hidden_layer if drafter.needs_hidden else None
+    full = ids + cont
+    out = target(torch.tensor([full], device=target.device), output_hidden_states=layer is not None)
+    hidden = out.hidden_states[layer][0] if layer is not None else None
+
+    def rows(a: int, b: int):
+        return None if hidden is None else hidden[a:b]
+
+    root_logits = drafter.start(ids, rows(0, len(ids) - 1))
+    agree = np.zeros((n_valid, depth), dtype=bool)
+    for pos in range(n_valid):
+        prefix = len(ids) + pos
+        tree = _chain_tree(full[prefix - 1: prefix + depth - 1], prefix)
+        logits = drafter.lm.feed_tree(tree, torch.arange(1, len(tree))).logits[0]  # [depth-1, V]
+        drafter.lm.rollback()
+        best = [int(root_logits.argmax())] + logits.argmax(-1).tolist()
+        agree[pos] = np.array(best) == np.array(full[prefix: prefix + depth])
+        root_logits = drafter.advance(full[prefix: prefix + 1], rows(prefix - 1, prefix))
+    return agree
+
+
+def chain_taus(agree: np.ndarray, k: int) -> list[int]:
+    """The exact τ sequence of greedy chain-k drafting given the agreement matrix."""
+    taus, pos = [], 0
+    while pos < len(agree):
+        accepted = int(np.cumprod(agree[pos, :k]).sum())
+        taus.append(tau(accepted))
+        pos += taus[-1]
+    return taus
+
+
+def acceptance_report(models, prompts: list[Prompt], max_new_tokens: int = 128, depth: int = 5) -> dict:
+    """top1_by_position (list, positions 1..depth), tau_chain (chain-`depth` greedy τ), per prompt set."""
+    target, draft, tok = models
+    mats, taus = [], []
+    for prompt in tqdm(prompts, desc="acceptance", unit="prompt"):
+        agree = forced_chain_agreement(target, draft, chat_ids(tok, prompt.text), max_new_tokens, depth,
+                                       (tok.eos_token_id,))
+        mats.append(agree)
+        taus += chain_taus(agree, depth)
+    allrows = np.concatenate(mats) if mats else np.zeros((0, depth), dtype=bool)
+    return {"top1_by_position": allrows.mean(0).round(4).tolist(), "tau_chain": float(np.mean(taus)),
+            "positions": int(len(allrows)), "steps": len(taus), "prompts": len(prompts),
+            "max_new_tokens": max_new_tokens}
+
+
+def combine_reports(reports: list[dict]) -> dict:
+    """Pool per-prompt-set reports (agreement weighted by positions, τ by chain steps)."""
+    pos = np.array([r["positions"] for r in reports])
+    steps = np.array([r["steps"] for r in reports])
+    top1 = (np.array([r["top1_by_position"] for r in reports]) * pos[:, None]).sum(0) / pos.sum()
+    return {"top1_by_position": top1.round(4).tolist(),
+            "tau_chain": float((np.array([r["tau_chain"] for r in reports]) * steps).sum() / steps.sum()),
+            "positions": int(pos.sum()), "steps": int(steps.sum()), "prompts": sum(r["prompts"] for r in reports),
+            "max_new_tokens": reports[0]["max_new_tokens"]}

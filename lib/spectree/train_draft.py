@@ -1,0 +1,184 @@
+"""Distilling a one-layer draft (EDD or VDM) from the frozen target on ShareGPT text.
+
+Resumable: the full training state (draft layer, optimizer, step, loss log) is saved atomically every
+`save_every_s` seconds under data/cache/train/<name>/, and the data order is a pure function of the
+seed, so an interrupted run — even in a later session — continues exactly where it stopped.
+"""
+from __future__ import annotations
+
+import io
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from tqdm.auto import tqdm
+
+from .data import conversation_text, load_sharegpt_conversations
+from .edd import default_hidden_layer, dual_block_allowed, one_layer_draft
+from .errors import SpectreeError
+from .paths import atomic_write_bytes, atomic_write_text, cache_dir, data_dir
+from .treeattn import additive_mask
+
+KINDS = ("edd", "vdm")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    kind: str = "edd"  # "edd" (soft prompt of target hidden states) or "vdm" (tokens only)
+    loss: str = "kl"  # "kl" = KL(P_target || P_draft); "ce" = cross-entropy on the text (ablation)
+    hidden_layer: int = -1  # hidden_states index fed to EDD; -1 = the 4th-to-last layer
+    block_min: int = 5  # dual-block length drawn from [block_min, block_max] at every step
+    block_max: int = 10
+    seq_len: int = 256
+    batch: int = 4
+    lr: float = 3e-4
+    warmup: int = 50
+    steps: int = 2000
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise SpectreeError(f"unknown draft kind '{self.kind}': use one of {KINDS}")
+        if self.loss not in ("kl", "ce"):
+            raise SpectreeError(f"unknown loss '{self.loss}': use 'kl' or 'ce'")
+        if not 1 <= self.block_min <= self.block_max:
+            raise SpectreeError(f"need 1 <= block_min <= block_max, got {self.block_min}, {self.block_max}")
+        for key in ("seq_len", "batch", "steps"):
+            if getattr(self, key) < 0:
+                raise SpectreeError(f"{key} must be >= 0, got {getattr(self, key)}")
+
+
+def sharegpt_chunks(tokenizer, seq_len: int, seed: int, n_chunks: int) -> list[list[int]]:
+    """`n_chunks` token windows of length seq_len from chat-templated ShareGPT conversations, in an
+    order fixed by `seed` (conversations shuffled, each cut into consecutive windows)."""
+    conversations, _ = load_sharegpt_conversations()
+    order = list(range(len(conversations)))
+    random.Random(seed).shuffle(order)
+    chunks: list[list[int]] = []
+    for idx in order:
+        turns = conversations[idx].get("conversations") or []
+        if not turns:
+            continue
+        try:
+            ids = tokenizer(conversation_text(tokenizer, turns), add_special_tokens=False)["input_ids"]
+        except SpectreeError:
+            continue
+        chunks += [ids[i:i + seq_len] for i in range(0, len(ids) - seq_len + 1, seq_len)]
+        if len(chunks) >= n_chunks:
+            break
+    return chunks[:n_chunks]
+
+
+def draft_logits(draft, target, tokens: torch.Tensor, cfg: TrainConfig, hidden: Optional[torch.Tensor],
+                 block: int, offset: int) -> torch.Tensor:
+    """Teacher-forced draft logits [B, T, V] at every token position."""
+    if cfg.kind == "vdm":
+        return draft(input_ids=tokens).logits
+    b, t = tokens.shape
+    x = torch.cat([hidden, target.model.embed_tokens(tokens)], dim=1)  # [B, 2T, H]
+    pos = torch.cat([torch.arange(t), torch.arange(t)])[None].expand(b, 2 * t).to(tokens.device)
+    mask = additive_mask(dual_block_allowed(t, block, offset), x.dtype).to(tokens.device)
+    h = draft.model(inputs_embeds=x, attention_mask=mask.expand(b, 1, 2 * t, 2 * t), position_ids=pos).last_hidden_state
+    return draft.lm_head(h[:, t:])  # token entries only
+
+
+def loss_fn(logits: torch.Tensor, tokens: torch.Tensor, teacher_logits: torch.Tensor, loss: str) -> torch.Tensor:
+    logp = F.log_softmax(logits.float(), dim=-1)
+    if loss == "ce":  # next-token cross-entropy on the text
+        return F.nll_loss(logp[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
+    teacher = F.log_softmax(teacher_logits.float(), dim=-1)
+    return F.kl_div(logp.flatten(0, 1), teacher.flatten(0, 1), log_target=True, reduction="batchmean")
+
+
+def _state_bytes(payload: dict) -> bytes:
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    return buf.getvalue()
+
+
+def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 180.0,
+          max_minutes: Optional[float] = None) -> Path:
+    """Train (or resume) draft `name`; returns the training-state folder. Stops after cfg.steps or
+    max_minutes (checkpointing first)."""
+    work = cache_dir() / "train" / name
+    work.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(work / "config.json", json.dumps(asdict(cfg), indent=1))
+    layer = default_hidden_layer(target) if cfg.hidden_layer < 0 else cfg.hidden_layer
+    torch.manual_seed(cfg.seed)
+    draft = one_layer_draft(target).train()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    params = list(draft.model.layers[0].parameters())
+    opt = torch.optim.AdamW(params, lr=cfg.lr)
+    state_path, log = work / "state.pt", []
+    step, wall = 0, 0.0
+    if state_path.exists():
+        state = torch.load(state_path, weights_only=True)
+        draft.model.layers[0].load_state_dict(state["layer"])
+        opt.load_state_dict(state["optim"])
+        step, wall, log = state["step"], state["wall"], state["log"]
+
+    def save():
+        payload = {"layer": draft.model.layers[0].state_dict(), "hidden_layer": layer, "optim": opt.state_dict(),
+                   "step": step, "wall": wall, "log": log}
+        atomic_write_bytes(state_path, _state_bytes(payload))
+
+    chunks = sharegpt_chunks(tokenizer, cfg.seq_len, cfg.seed, cfg.steps * cfg.batch)
+    rng = random.Random(cfg.seed)
+    blocks = [(rng.randint(cfg.block_min, cfg.block_max), rng.randrange(cfg.block_max)) for _ in range(cfg.steps)]
+    start, last_save = time.perf_counter(), time.perf_counter()
+    bar = tqdm(total=cfg.steps, initial=step, desc=f"train {name}", unit="step")
+    while step < cfg.steps:
+        t0 = time.perf_counter()
+        tokens = torch.tensor(chunks[step * cfg.batch:(step + 1) * cfg.batch], device=target.device)
+        with torch.no_grad():
+            out = target(input_ids=tokens, output_hidden_states=cfg.kind == "edd")
+        hidden = out.hidden_states[layer] if cfg.kind == "edd" else None
+        for g in opt.param_groups:
+            g["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup)
+        block, offset = blocks[step]
+        loss = loss_fn(draft_logits(draft, target, tokens, cfg, hidden, block, offset), tokens, out.logits, cfg.loss)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        step += 1
+        wall += time.perf_counter() - t0
+        log.append((step, loss.item(), wall))
+        bar.update(1)
+        bar.set_postfix(loss=f"{log[-1][1]:.3f}")
+        if time.perf_counter() - last_save > save_every_s:
+            save()
+            last_save = time.perf_counter()
+        if max_minutes is not None and time.perf_counter() - start > 60 * max_minutes:
+            break
+    save()
+    return work
+
+
+def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str, metrics: dict,
+                      out_dir: Optional[Path] = None) -> Path:
+    """Ship the draft layer as fp16 safetensors in data/drafts/ with a JSON card."""
+    state = torch.load(work / "state.pt", weights_only=True)
+    out_dir = out_dir or data_dir() / "drafts"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tensors = {f"layer.{k}": v.half().contiguous() for k, v in state["layer"].items()}
+    tmp = out_dir / f".{name}.safetensors.tmp"
+    layer = cfg.hidden_layer if cfg.hidden_layer >= 0 else state["hidden_layer"]
+    save_file(tensors, str(tmp), metadata={"kind": cfg.kind, "hidden_layer": str(layer)})
+    tmp.replace(out_dir / f"{name}.safetensors")
+    card = {"name": name, "target": target_name, "config": asdict(cfg), "steps": state["step"],
+            "tokens": state["step"] * cfg.batch * cfg.seq_len, "wall_s": round(state["wall"], 1),
+            "final_loss": state["log"][-1][1] if state["log"] else None, "data": "ShareGPT V3 (complete records)",
+            "metrics": metrics}
+    atomic_write_text(out_dir / f"{name}.json", json.dumps(card, indent=1))
+    return out_dir / f"{name}.safetensors"
+
+
+__all__ = ["TrainConfig", "train", "export_checkpoint", "sharegpt_chunks"]

@@ -4,7 +4,7 @@ import torch
 from spectree.decode import speculative_generate
 from spectree.edd import EDDDrafter, dual_block_allowed, one_layer_draft
 from spectree.strategies import chain_policy, kary_policy
-from spectree.treeattn import forward_with_mask
+from spectree.treeattn import additive_mask
 
 
 def test_dual_block_mask_matches_the_paper_with_block_length_2():
@@ -33,7 +33,6 @@ def test_edd_inference_sees_what_training_showed_it(tiny_target):
         root = drafter.start(ids.tolist(), hidden[:-1])
         t = len(ids)
         x = torch.cat([hidden, draft.model.embed_tokens(ids)])[None]
-        from spectree.treeattn import additive_mask
         pos = torch.cat([torch.arange(t), torch.arange(t)])[None]
         allowed = dual_block_allowed(t, block=10, offset=10 - (t - 1))  # block starts at the last token
         h = draft.model(inputs_embeds=x, attention_mask=additive_mask(allowed, x.dtype), position_ids=pos)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from transformers import LlamaForCausalLM
 
 # Special ids match LlamaConfig's defaults (bos=1, eos=2), since transformers' GGUF loader does not
 # copy them from the tokenizer metadata into the llama config.
@@ -48,7 +49,7 @@ def _permute_for_gguf(w: np.ndarray, n_head: int) -> np.ndarray:
 
 
 def write_tiny_llama_gguf(path: Path, seed: int = 0, vocab: int = 64, hidden: int = 32, layers: int = 2,
-                          heads: int = 4, kv_heads: int = 2, inter: int = 64) -> "transformers.LlamaForCausalLM":
+                          heads: int = 4, kv_heads: int = 2, inter: int = 64) -> "LlamaForCausalLM":
     """Write a random tiny Llama as F32 GGUF at `path`; return the torch model with the same weights."""
     import gguf
     from transformers import LlamaConfig, LlamaForCausalLM

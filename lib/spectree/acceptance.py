@@ -13,9 +13,8 @@ import torch
 from tqdm.auto import tqdm
 
 from .data import Prompt, chat_ids
-from .decode import as_drafter, speculative_generate, truncate
+from .decode import greedy_continuation, walk_continuation
 from .metrics import tau
-from .strategies.chain import chain_policy
 from .tree import DraftTree, Nodes
 
 
@@ -34,27 +33,15 @@ def _chain_tree(tokens: list[int], prefix_len: int) -> DraftTree:
 def forced_chain_agreement(target, draft, ids: list[int], max_new_tokens: int, depth: int,
                            eos_ids: tuple[int, ...]) -> np.ndarray:
     """bool [positions, depth]: draft top-1 == target greedy token at each draft position."""
-    cont = speculative_generate(target, None, ids, chain_policy(0), max_new_tokens + depth).tokens
-    n_valid = len(truncate(cont, max_new_tokens, eos_ids))
-    drafter = as_drafter(draft)
-    layer = drafter.hidden_layer if drafter.needs_hidden else None
+    cont, n_valid = greedy_continuation(target, ids, max_new_tokens, depth, eos_ids)
     full = ids + cont
-    out = target(torch.tensor([full], device=target.device), output_hidden_states=layer is not None)
-    hidden = out.hidden_states[layer][0] if layer is not None else None
-
-    def rows(a: int, b: int):
-        return None if hidden is None else hidden[a:b]
-
-    root_logits = drafter.start(ids, rows(0, len(ids) - 1))
     agree = np.zeros((n_valid, depth), dtype=bool)
-    for pos in range(n_valid):
-        prefix = len(ids) + pos
+    for prefix, root_logits, drafter, _ in walk_continuation(target, draft, ids, cont, n_valid):
         tree = _chain_tree(full[prefix - 1: prefix + depth - 1], prefix)
         logits = drafter.lm.feed_tree(tree, torch.arange(1, len(tree))).logits[0]  # [depth-1, V]
         drafter.lm.rollback()
         best = [int(root_logits.argmax())] + logits.argmax(-1).tolist()
-        agree[pos] = np.array(best) == np.array(full[prefix: prefix + depth])
-        root_logits = drafter.advance(full[prefix: prefix + 1], rows(prefix - 1, prefix))
+        agree[prefix - len(ids)] = np.array(best) == np.array(full[prefix: prefix + depth])
     return agree
 
 

@@ -13,6 +13,7 @@ from transformers import PreTrainedModel
 from .drafting import CachedLM, ModelDrafter
 from .sampling import Sampling
 from .strategies.base import Policy
+from .strategies.chain import chain_policy
 from .tree import DraftTree
 from .verify import verify
 
@@ -88,6 +89,34 @@ def speculative_generate(target: PreTrainedModel, draft: Optional[PreTrainedMode
     gen.tokens = truncate(gen.tokens, max_new_tokens, eos_ids)
     gen.wall_s = time.perf_counter() - start
     return gen
+
+
+def greedy_continuation(target: PreTrainedModel, ids: list[int], max_new_tokens: int, extra: int,
+                        eos_ids: tuple[int, ...]) -> tuple[list[int], int]:
+    """The target's greedy continuation run `extra` tokens past the end (ignoring EOS, so every draft node
+    up to that depth has a label), and the length of the generation proper (cut at max / after EOS)."""
+    cont = speculative_generate(target, None, ids, chain_policy(0), max_new_tokens + extra).tokens
+    return cont, len(truncate(cont, max_new_tokens, eos_ids))
+
+
+@torch.inference_mode()
+def walk_continuation(target: PreTrainedModel, draft, ids: list[int], cont: list[int], n_valid: int):
+    """Move a drafter along a known continuation, one committed token per step (as logging needs).
+
+    Yields (prefix_len, root_logits [V], drafter, target_logits [T, V]) for every position of `cont` up to
+    n_valid, where the committed prefix is ids + cont[:position]; target_logits are teacher-forced over
+    ids + cont (row j predicts token j + 1).
+    """
+    drafter = as_drafter(draft)
+    layer = drafter.hidden_layer if drafter.needs_hidden else None
+    full = ids + cont
+    out = target(torch.tensor([full], device=target.device), output_hidden_states=layer is not None)
+    hidden = out.hidden_states[layer][0] if layer is not None else None  # [T, H]
+    logits = out.logits[0].float().cpu()
+    root_logits = drafter.start(ids, None if hidden is None else hidden[: len(ids) - 1])
+    for prefix in range(len(ids), len(ids) + n_valid):
+        yield prefix, root_logits, drafter, logits
+        root_logits = drafter.advance(full[prefix: prefix + 1], None if hidden is None else hidden[prefix - 1: prefix])
 
 
 def as_drafter(draft):

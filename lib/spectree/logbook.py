@@ -23,11 +23,10 @@ import torch
 from tqdm.auto import tqdm
 
 from .data import Prompt, chat_ids
-from .decode import as_drafter, speculative_generate, truncate
+from .decode import greedy_continuation, walk_continuation
 from .errors import SpectreeError
 from .paths import atomic_write_bytes, atomic_write_text, cache_dir
 from .sampling import Sampling
-from .strategies.chain import chain_policy
 from .strategies.logtree import logtree_policy
 from .tree import NODE_FIELDS, DraftTree, Nodes
 
@@ -96,30 +95,16 @@ def label_tree(tree: DraftTree, continuation: list[int], target_probs: torch.Ten
 @torch.inference_mode()
 def log_prompt(target, draft, tokenizer, prompt: Prompt, cfg: LogConfig, eos_ids: tuple[int, ...]) -> LoggedPrompt:
     ids = chat_ids(tokenizer, prompt.text)
-    ar = speculative_generate(target, None, ids, chain_policy(0), cfg.max_new_tokens + cfg.d_max)
-    cont = ar.tokens
-    n_valid = len(truncate(cont, cfg.max_new_tokens, eos_ids))
-    full = torch.tensor(ids + cont)
-    policy, drafter = cfg.policy(), as_drafter(draft)
-    layer = drafter.hidden_layer if drafter.needs_hidden else None
-    out = target(full[None].to(target.device), output_hidden_states=layer is not None)
-    target_logits = out.logits[0].float().cpu()  # [T, V]
-    hidden = out.hidden_states[layer][0] if layer is not None else None  # [T, H]
-
-    def rows(a: int, b: int):
-        return None if hidden is None else hidden[a:b]
-
-    root_logits = drafter.start(ids, rows(0, len(ids) - 1))
-    frames = []
-    for pos in range(n_valid):
-        prefix = len(ids) + pos
-        tree = drafter.draft(int(full[prefix - 1]), root_logits, prefix, policy, Sampling())
+    cont, n_valid = greedy_continuation(target, ids, cfg.max_new_tokens, cfg.d_max, eos_ids)
+    policy, frames = cfg.policy(), []
+    for prefix, root_logits, drafter, target_logits in walk_continuation(target, draft, ids, cont, n_valid):
+        pos = prefix - len(ids)
+        tree = drafter.draft((ids + cont)[prefix - 1], root_logits, prefix, policy, Sampling())
         probs = torch.softmax(target_logits[prefix - 1: prefix - 1 + cfg.d_max], dim=-1)
         on_path, target_prob = label_tree(tree, cont[pos:], probs)
         cols = {f: t.numpy() for f, t in tree.columns().items()}
         frames.append(pd.DataFrame({"position": pos, "node": range(len(tree)), **cols,
                                     "on_path": on_path.numpy(), "target_prob": target_prob.numpy()}))
-        root_logits = drafter.advance(full[prefix: prefix + 1].tolist(), rows(prefix - 1, prefix))
     nodes = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return LoggedPrompt(prompt, len(ids), cont, n_valid, nodes)
 

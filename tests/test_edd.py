@@ -61,3 +61,35 @@ def test_chain_tau_from_forced_agreement_equals_live_chain_decoding(tiny_target)
         assert chain_taus(agree, 4) == [s.tau for s in live.steps]
     perfect = forced_chain_agreement(tiny_target, tiny_target, ids, 12, depth=3, eos_ids=())
     assert perfect.all()
+
+
+def test_shipped_draft_checkpoint_roundtrip_and_clear_errors(tiny_target, tmp_path):
+    import pytest
+    from safetensors.torch import save_file
+
+    from spectree.errors import SpectreeError
+    from spectree.models import load_trained_draft
+
+    layer = one_layer_draft(tiny_target).model.layers[0]
+    good = {f"layer.{k}": v.half().contiguous() for k, v in layer.state_dict().items()}
+    save_file(good, str(tmp_path / "edd.safetensors"), metadata={"kind": "edd", "hidden_layer": "2"})
+    drafter = load_trained_draft(tmp_path / "edd.safetensors", tiny_target)
+    assert isinstance(drafter, EDDDrafter) and drafter.hidden_layer == 2
+
+    missing = dict(good)
+    missing.pop("layer.mlp.up_proj.weight")
+    save_file(missing, str(tmp_path / "missing.safetensors"), metadata={"kind": "vdm"})
+    with pytest.raises(SpectreeError, match="missing .*up_proj"):
+        load_trained_draft(tmp_path / "missing.safetensors", tiny_target)
+
+    wrong = dict(good)
+    wrong["layer.self_attn.q_proj.weight"] = torch.zeros(8, 8, dtype=torch.float16)
+    save_file(wrong, str(tmp_path / "wrong.safetensors"), metadata={"kind": "vdm"})
+    with pytest.raises(SpectreeError, match="wrong shapes"):
+        load_trained_draft(tmp_path / "wrong.safetensors", tiny_target)
+
+    (tmp_path / "cut.safetensors").write_bytes((tmp_path / "edd.safetensors").read_bytes()[:-50])
+    with pytest.raises(SpectreeError, match="truncated|not a readable"):
+        load_trained_draft(tmp_path / "cut.safetensors", tiny_target)
+    with pytest.raises(SpectreeError, match="is missing: train it"):
+        load_trained_draft(tmp_path / "absent.safetensors", tiny_target)

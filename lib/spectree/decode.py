@@ -24,6 +24,7 @@ class StepStats:
     gamma: int  # draft tokens verified by this forward
     draft_s: float
     verify_s: float
+    accepted: list[int] = field(default_factory=list)  # accepted node indices of the tree (root excluded)
     tree: Optional[DraftTree] = None  # kept when asked (replay checks, figures)
 
 
@@ -82,7 +83,8 @@ def speculative_generate(target: PreTrainedModel, draft: Optional[PreTrainedMode
         seq += new
         gen.tokens += new
         tail = len(new)
-        gen.steps.append(StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, tree if keep_trees else None))
+        gen.steps.append(StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, verdict.accepted,
+                                   tree if keep_trees else None))
         if drf and len(gen.tokens) < max_new_tokens:
             root_logits = drf.advance(new, _hidden(out, hidden_layer, path))
             gen.steps[-1].draft_s += time.perf_counter() - t2

@@ -31,6 +31,9 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; outputs should read like any other
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

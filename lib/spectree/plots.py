@@ -16,7 +16,6 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .decode import Generation
 from .paths import atomic_write_bytes, atomic_write_text, figures_dir
 from .tree import DraftTree
 
@@ -77,28 +76,6 @@ def tree_layout(tree: DraftTree) -> dict[int, tuple[float, float]]:
             y[i] = sum(y[c] for c in kids[i]) / len(kids[i])
     depth = tree.depth.tolist()
     return {i: (float(depth[i]), y[i]) for i in range(len(tree))}
-
-
-def accepted_path(gen: Generation, step: int) -> list[int]:
-    """Accepted node indices (root excluded) of step `step`, rebuilt from the committed tokens.
-
-    Walks the step's kept tree from the root, at each level to the first child carrying the next committed
-    token (the same rule as greedy verification). Needs `keep_trees=True`; tokens cut off by
-    `max_new_tokens` / EOS in the final step shorten the path.
-    """
-    tree = gen.steps[step].tree
-    if tree is None:
-        raise ValueError("the generation kept no trees: call speculative_generate(..., keep_trees=True)")
-    start = sum(s.tau for s in gen.steps[:step])
-    committed = gen.tokens[start: start + gen.steps[step].tau - 1]
-    tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
-    node, path = 0, []
-    for want in committed:
-        node = next((c for c, p in enumerate(parents) if p == node and tokens[c] == want), -1)
-        if node < 0:
-            break
-        path.append(node)
-    return path
 
 
 # --- drawings -------------------------------------------------------------------------------------------

@@ -1,0 +1,108 @@
+"""Runs the workbook's notebooks with papermill for a profile, exports one HTML report per notebook and
+writes figures/index.html. A notebook is skipped when its inputs (notebook, profile parameters, the
+library's source) are unchanged since its last successful run; `--force` reruns it. Called by run_all.sh.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import html
+import json
+import time
+from pathlib import Path
+
+import yaml
+from tqdm.auto import tqdm
+
+from .errors import SpectreeError
+from .paths import atomic_write_text, figures_dir, home
+
+PROFILES = ("quick", "default", "paper")
+
+
+def profile_params(profile: str) -> dict[str, dict]:
+    if profile not in PROFILES:
+        raise SpectreeError(f"unknown profile '{profile}': use one of {PROFILES}")
+    return yaml.safe_load((home() / "params" / f"{profile}.yaml").read_text()) or {}
+
+
+def inputs_digest(notebook: Path, params: dict) -> str:
+    """A hash of everything a notebook run depends on that lives in the repository."""
+    h = hashlib.sha256(notebook.read_bytes())
+    h.update(json.dumps(params, sort_keys=True).encode())
+    for src in sorted((home() / "lib" / "spectree").rglob("*.py")):
+        h.update(src.read_bytes())
+    return h.hexdigest()
+
+
+def export_html(executed: Path, report: Path) -> None:
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter(embed_images=True).from_filename(str(executed))
+    atomic_write_text(report, body)
+
+
+def run_notebook(name: str, profile: str, params: dict, force: bool) -> tuple[str, float]:
+    import papermill
+
+    notebook = home() / "notebooks" / name
+    if not notebook.exists():
+        raise SpectreeError(f"no notebook {notebook}")
+    stem = notebook.stem
+    out_dir = figures_dir() / stem
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp, report = out_dir / ".inputs.sha256", out_dir / "report.html"
+    digest = inputs_digest(notebook, {"profile": profile, **params})
+    if not force and report.exists() and stamp.exists() and stamp.read_text() == digest:
+        return "current", 0.0
+    start = time.perf_counter()
+    executed = out_dir / f"{stem}.ipynb"
+    papermill.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name="python3",
+                               cwd=str(home()), progress_bar=False)
+    export_html(executed, report)
+    atomic_write_text(stamp, digest)
+    return "ran", time.perf_counter() - start
+
+
+def write_index(rows: list[dict], profile: str) -> Path:
+    """figures/index.html: every report with the headline numbers of its summary.json."""
+    items = []
+    for row in rows:
+        stem = Path(row["notebook"]).stem
+        summary = figures_dir() / stem / "summary.json"
+        numbers = json.loads(summary.read_text()) if summary.exists() else {}
+        facts = "".join(f"<li>{html.escape(str(k))}: {html.escape(str(v))}</li>" for k, v in numbers.items())
+        items.append(f'<section><h2><a href="{stem}/report.html">{html.escape(stem)}</a></h2>'
+                     f"<p>{row['status']} in {row['seconds']:.0f} s</p><ul>{facts}</ul></section>")
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>spectree reports</title></head><body>"
+            f"<h1>spectree workbook — profile {html.escape(profile)}</h1>{''.join(items)}</body></html>")
+    path = figures_dir() / "index.html"
+    atomic_write_text(path, page)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="run_all.sh", description=__doc__)
+    parser.add_argument("--notebooks", nargs="+", required=True)
+    parser.add_argument("--profile", default="default")
+    parser.add_argument("--only", help="run just this notebook (stem or file name)")
+    parser.add_argument("--force", action="store_true", help="rerun even if the cached results are current")
+    args = parser.parse_args(argv)
+    params = profile_params(args.profile)
+    names = [n for n in args.notebooks if args.only in (None, n, Path(n).stem)]
+    if not names:
+        raise SpectreeError(f"--only {args.only}: no such notebook in {args.notebooks}")
+    rows = []
+    for name in tqdm(names, desc=f"notebooks ({args.profile})", unit="notebook"):
+        status, seconds = run_notebook(name, args.profile, params.get(Path(name).stem, {}), args.force)
+        rows.append({"notebook": name, "status": status, "seconds": seconds})
+    index = write_index(rows, args.profile)
+    print(f"\n{'notebook':<32}{'status':<10}{'seconds':>8}")
+    for row in rows:
+        print(f"{row['notebook']:<32}{row['status']:<10}{row['seconds']:>8.1f}")
+    print(f"total {sum(r['seconds'] for r in rows):.0f} s; index: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

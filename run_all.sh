@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Batch reproduction: every notebook through papermill with a profile's parameters, then an HTML report
+# per notebook and figures/index.html. Usage: ./run_all.sh [--profile quick|default|paper] [--only NAME] [--force]
+set -euo pipefail
+cd "$(dirname "$0")"
+./scripts/bootstrap.sh
+NOTEBOOKS=(
+  00_quickstart.ipynb
+)
+exec .venv/bin/python -m spectree.runner --notebooks "${NOTEBOOKS[@]}" "$@"

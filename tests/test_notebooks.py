@@ -1,0 +1,58 @@
+"""Notebooks stay thin papermill notebooks, every one is run by run_all.sh, profiles name real parameters,
+and the quick profile runs end to end."""
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def code_cells(path: Path) -> list[dict]:
+    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def parameter_names(path: Path) -> set[str]:
+    cell = next(c for c in code_cells(path) if "parameters" in c.get("metadata", {}).get("tags", []))
+    tree = ast.parse("".join(cell["source"]))
+    return {node.target.id for node in tree.body if isinstance(node, ast.AnnAssign)}
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_thin_tagged_and_clean(path):
+    cells = code_cells(path)
+    assert any("parameters" in c.get("metadata", {}).get("tags", []) for c in cells), "no tagged parameters cell"
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in cells), "committed with outputs"
+    assert sum(len("".join(c["source"]).splitlines()) for c in cells) <= 150
+    assert path.name in (ROOT / "run_all.sh").read_text(), "not listed in run_all.sh"
+    assert parameter_names(path), "the parameters cell holds no typed literals"
+
+
+@pytest.mark.parametrize("profile", ["quick", "default", "paper"])
+def test_profiles_set_only_existing_parameters(profile):
+    params = yaml.safe_load((ROOT / "params" / f"{profile}.yaml").read_text()) or {}
+    stems = {p.stem: p for p in NOTEBOOKS}
+    for stem, values in params.items():
+        assert stem in stems, f"{profile}.yaml names a missing notebook {stem}"
+        assert set(values) <= parameter_names(stems[stem]), f"{profile}.yaml: unknown parameters for {stem}"
+
+
+@pytest.mark.slow
+def test_quick_profile_runs_the_quickstart(tmp_path):
+    subprocess.run([sys.executable, "-m", "spectree.runner", "--notebooks", "00_quickstart.ipynb",
+                    "--profile", "quick", "--force"], cwd=ROOT, check=True)
+    out = ROOT / "figures" / "00_quickstart"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["lossless"] is True and summary["tokens"] > 0
+    for name in ("tree.png", "tree_mask.png", "report.html"):
+        assert (out / name).stat().st_size > 1000
+    assert "00_quickstart/report.html" in (ROOT / "figures" / "index.html").read_text()

@@ -6,5 +6,6 @@ cd "$(dirname "$0")"
 ./scripts/bootstrap.sh
 NOTEBOOKS=(
   00_quickstart.ipynb
+  01_train_drafts.ipynb
 )
 exec .venv/bin/python -m spectree.runner --notebooks "${NOTEBOOKS[@]}" "$@"

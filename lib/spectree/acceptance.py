@@ -8,12 +8,16 @@ at i, τ = 1 + leading agreements among the first k, and the next step starts at
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from .data import Prompt, chat_ids
 from .decode import greedy_continuation, walk_continuation
+from .errors import SpectreeError
 from .metrics import tau
 from .tree import DraftTree, Nodes
 
@@ -79,3 +83,25 @@ def combine_reports(reports: list[dict]) -> dict:
             "tau_chain": float((np.array([r["tau_chain"] for r in reports]) * steps).sum() / steps.sum()),
             "positions": int(pos.sum()), "steps": int(steps.sum()), "prompts": sum(r["prompts"] for r in reports),
             "max_new_tokens": reports[0]["max_new_tokens"]}
+
+
+def acceptance_table(pairs: list[str], prompts: list[Prompt], max_new_tokens: int, depth: int = 5
+                     ) -> tuple[pd.DataFrame, dict]:
+    """Agreement by position for several pairs, per prompt set (long table: pair, dataset, position, top1)
+    and the reports by pair. Pairs whose draft checkpoint is absent are skipped with a warning."""
+    from .models import load_pair
+
+    rows, reports = [], {}
+    for pair in pairs:
+        try:
+            models = load_pair(pair)
+        except SpectreeError as err:
+            warnings.warn(f"skipping {pair}: {err}")
+            continue
+        by_set = {}
+        for dataset in dict.fromkeys(p.dataset for p in prompts):
+            rep = acceptance_report(models, [p for p in prompts if p.dataset == dataset], max_new_tokens, depth)
+            by_set[dataset] = rep
+            rows += [(pair, dataset, k + 1, v) for k, v in enumerate(rep["top1_by_position"])]
+        reports[pair] = {**combine_reports(list(by_set.values())), "by_dataset": by_set}
+    return pd.DataFrame(rows, columns=["pair", "dataset", "position", "top1"]), reports

@@ -147,24 +147,23 @@ def cmd_replay(args) -> int:
 
 
 def cmd_acceptance(args) -> int:
-    from .acceptance import acceptance_report, combine_reports
+    from .acceptance import acceptance_table
     from .data import parse_prompt_spec
-    from .models import check_pair_name, load_pair
+    from .models import check_pair_name
 
     check_pair_name(args.pair)
     _check_max_new(args.max_new_tokens)
     if args.depth < 1:
         raise SpectreeError(f"--depth must be >= 1, got {args.depth}")
     prompts = parse_prompt_spec(args.prompts)
-    models = load_pair(args.pair)
-    by_set = {}
-    for name in dict.fromkeys(p.dataset for p in prompts):
-        by_set[name] = acceptance_report(models, [p for p in prompts if p.dataset == name], args.max_new_tokens,
-                                         args.depth)
-        print(f"{args.pair} {name}: top-1 by position {by_set[name]['top1_by_position']}, "
-              f"chain-{args.depth} τ {by_set[name]['tau_chain']:.3f}")
-    report = {"pair": args.pair, **combine_reports(list(by_set.values())), "by_dataset": by_set}
-    _write_json(args.json, report)
+    table, reports = acceptance_table([args.pair], prompts, args.max_new_tokens, args.depth)
+    if args.pair not in reports:
+        raise SpectreeError(f"pair {args.pair} could not be loaded (see the warning above)")
+    report = reports[args.pair]
+    for name, rep in report["by_dataset"].items():
+        print(f"{args.pair} {name}: top-1 by position {rep['top1_by_position']}, "
+              f"chain-{args.depth} τ {rep['tau_chain']:.3f}")
+    _write_json(args.json, {"pair": args.pair, **report})
     return 0
 
 

@@ -73,7 +73,7 @@ def write_index(rows: list[dict], profile: str) -> Path:
         numbers = json.loads(summary.read_text()) if summary.exists() else {}
         facts = "".join(f"<li>{html.escape(str(k))}: {html.escape(str(v))}</li>" for k, v in numbers.items())
         items.append(f'<section><h2><a href="{stem}/report.html">{html.escape(stem)}</a></h2>'
-                     f"<p>{row['status']} in {row['seconds']:.0f} s</p><ul>{facts}</ul></section>")
+                     f"<p>{html.escape(row['status'])} ({row['seconds']:.0f} s)</p><ul>{facts}</ul></section>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>spectree reports</title></head><body>"
             f"<h1>spectree workbook — profile {html.escape(profile)}</h1>{''.join(items)}</body></html>")
     path = figures_dir() / "index.html"
@@ -96,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in tqdm(names, desc=f"notebooks ({args.profile})", unit="notebook"):
         status, seconds = run_notebook(name, args.profile, params.get(Path(name).stem, {}), args.force)
         rows.append({"notebook": name, "status": status, "seconds": seconds})
-    index = write_index(rows, args.profile)
+    ran = {r["notebook"] for r in rows}
+    earlier = [{"notebook": n, "status": "from an earlier run", "seconds": 0.0} for n in args.notebooks
+               if n not in ran and (figures_dir() / Path(n).stem / "report.html").exists()]
+    index = write_index(sorted(rows + earlier, key=lambda r: r["notebook"]), args.profile)
     print(f"\n{'notebook':<32}{'status':<10}{'seconds':>8}")
     for row in rows:
         print(f"{row['notebook']:<32}{row['status']:<10}{row['seconds']:>8.1f}")

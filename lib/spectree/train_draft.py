@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
@@ -103,11 +104,13 @@ def _state_bytes(payload: dict) -> bytes:
 
 
 def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 180.0,
-          max_minutes: Optional[float] = None) -> Path:
-    """Train (or resume) draft `name`; returns the training-state folder. Stops after cfg.steps or
-    max_minutes (checkpointing first)."""
+          max_minutes: Optional[float] = None, fresh: bool = False) -> Path:
+    """Train (or resume, unless `fresh`) draft `name`; returns the training-state folder. Stops after
+    cfg.steps or max_minutes (checkpointing first)."""
     work = cache_dir() / "train" / name
     work.mkdir(parents=True, exist_ok=True)
+    if fresh:
+        (work / "state.pt").unlink(missing_ok=True)
     atomic_write_text(work / "config.json", json.dumps(asdict(cfg), indent=1))
     layer = default_hidden_layer(target) if cfg.hidden_layer < 0 else cfg.hidden_layer
     torch.manual_seed(cfg.seed)
@@ -162,6 +165,13 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
     return work
 
 
+def training_log(name: str) -> pd.DataFrame:
+    """The loss curve of a training run so far: columns step, loss, wall_s (empty if never started)."""
+    path = cache_dir() / "train" / name / "state.pt"
+    log = torch.load(path, weights_only=True)["log"] if path.exists() else []
+    return pd.DataFrame(log, columns=["step", "loss", "wall_s"]).assign(run=name)
+
+
 def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str, metrics: dict,
                       out_dir: Optional[Path] = None) -> Path:
     """Ship the draft layer as fp16 safetensors in data/drafts/ with a JSON card."""
@@ -181,4 +191,4 @@ def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str,
     return out_dir / f"{name}.safetensors"
 
 
-__all__ = ["TrainConfig", "train", "export_checkpoint", "sharegpt_chunks"]
+__all__ = ["TrainConfig", "train", "export_checkpoint", "sharegpt_chunks", "training_log"]

@@ -117,11 +117,10 @@ def cmd_lossless(args) -> int:
 def cmd_log(args) -> int:
     from .data import parse_prompt_spec
     from .logbook import LogConfig, write_logbook
-
-    cfg = LogConfig(pair=args.pair, max_new_tokens=args.max_new_tokens,
-                    **{f.name: getattr(args, f.name) for f in fields(LogConfig) if f.name not in ("pair", "max_new_tokens")})
     from .models import check_pair_name
 
+    tree_shape = {f.name: getattr(args, f.name) for f in fields(LogConfig) if f.name not in ("pair", "max_new_tokens")}
+    cfg = LogConfig(pair=args.pair, max_new_tokens=args.max_new_tokens, **tree_shape)
     check_pair_name(args.pair)
     prompts = parse_prompt_spec(args.prompts)
     name = args.name or args.prompts.replace(":", "").replace("+", "_")

@@ -3,7 +3,6 @@ and the quick profile runs end to end."""
 import ast
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -47,12 +46,15 @@ def test_profiles_set_only_existing_parameters(profile):
 
 
 @pytest.mark.slow
-def test_quick_profile_runs_the_quickstart(tmp_path):
-    subprocess.run([sys.executable, "-m", "spectree.runner", "--notebooks", "00_quickstart.ipynb",
-                    "--profile", "quick", "--force"], cwd=ROOT, check=True)
-    out = ROOT / "figures" / "00_quickstart"
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["lossless"] is True and summary["tokens"] > 0
-    for name in ("tree.png", "tree_mask.png", "report.html"):
-        assert (out / name).stat().st_size > 1000
-    assert "00_quickstart/report.html" in (ROOT / "figures" / "index.html").read_text()
+def test_run_all_quick_profile_produces_every_report():
+    subprocess.run(["./run_all.sh", "--profile", "quick", "--force"], cwd=ROOT, check=True)
+    index = (ROOT / "figures" / "index.html").read_text()
+    for path in NOTEBOOKS:
+        out = ROOT / "figures" / path.stem
+        assert (out / "report.html").stat().st_size > 1000
+        assert json.loads((out / "summary.json").read_text())
+        assert f"{path.stem}/report.html" in index
+    quick = json.loads((ROOT / "figures" / "00_quickstart" / "summary.json").read_text())
+    assert quick["lossless"] is True and quick["tokens"] > 0
+    for name in ("tree.png", "tree_mask.png"):
+        assert (ROOT / "figures" / "00_quickstart" / name).stat().st_size > 1000

@@ -137,7 +137,12 @@ def cmd_replay(args) -> int:
 
     policies = {s: parse_strategy(s) for s in args.strategies}
     logbook = read_logbook(args.logbook)
-    rows = [{"strategy": s, **summarize(replay(logbook, p))} for s, p in policies.items()]
+    rows = []
+    for spec, policy in policies.items():
+        try:
+            rows.append({"strategy": spec, **summarize(replay(logbook, policy))})
+        except SpectreeError as err:  # one policy outside the logged tree does not stop the others
+            print(f"{spec}: not replayable on this logbook: {err}", file=sys.stderr)
     import pandas as pd
 
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.3f}"))

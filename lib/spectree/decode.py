@@ -11,6 +11,7 @@ import torch
 from transformers import PreTrainedModel
 
 from .drafting import CachedLM, ModelDrafter
+from .errors import SpectreeError
 from .sampling import Sampling
 from .strategies.base import Policy
 from .strategies.chain import chain_policy
@@ -48,16 +49,17 @@ class Generation:
 
 
 @torch.inference_mode()
-def speculative_generate(target: PreTrainedModel, draft: Optional[PreTrainedModel], prompt_ids: list[int],
+def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
                          policy: Policy, max_new_tokens: int, sampling: Sampling = Sampling(),
                          eos_ids: tuple[int, ...] = (), generator: Optional[torch.Generator] = None,
                          keep_trees: bool = False) -> Generation:
     """Generate up to `max_new_tokens` after `prompt_ids` with draft trees grown by `policy`.
 
-    A policy with d_max = 0 needs no draft: that is plain autoregressive decoding through the same loop.
+    `draft` is a draft model (layer-skip, VDM) or a drafter (e.g. `EDDDrafter`); a policy with d_max = 0
+    needs none: that is plain autoregressive decoding through the same loop.
     """
     if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        raise SpectreeError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     start = time.perf_counter()
     seq = list(prompt_ids)
     drf = as_drafter(draft) if policy.d_max > 0 else None
@@ -124,7 +126,7 @@ def walk_continuation(target: PreTrainedModel, draft, ids: list[int], cont: list
 def as_drafter(draft):
     """A drafter object from a draft model (wrapped in `ModelDrafter`) or a drafter (returned as is)."""
     if draft is None:
-        raise ValueError("this policy drafts tokens: pass a draft model")
+        raise SpectreeError("this policy drafts tokens: pass a draft model")
     return ModelDrafter(draft) if isinstance(draft, PreTrainedModel) else draft
 
 

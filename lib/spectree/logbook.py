@@ -63,6 +63,8 @@ class LoggedPrompt:
     continuation: list[int]
     n_valid: int
     nodes: pd.DataFrame  # one row per node: position, node, NODE_FIELDS..., on_path, target_prob
+    K: int  # children stored per expanded node
+    d_max: int  # depth of the logged trees
 
     @cached_property
     def _groups(self) -> dict[int, pd.DataFrame]:
@@ -106,13 +108,13 @@ def log_prompt(target, draft, tokenizer, prompt: Prompt, cfg: LogConfig, eos_ids
         frames.append(pd.DataFrame({"position": pos, "node": range(len(tree)), **cols,
                                     "on_path": on_path.numpy(), "target_prob": target_prob.numpy()}))
     nodes = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return LoggedPrompt(prompt, len(ids), cont, n_valid, nodes)
+    return LoggedPrompt(prompt, len(ids), cont, n_valid, nodes, cfg.K, cfg.d_max)
 
 
 def _to_parquet_bytes(lp: LoggedPrompt) -> bytes:
     table = pa.Table.from_pandas(lp.nodes, preserve_index=False)
     meta = {"prompt": asdict(lp.prompt), "prompt_len": lp.prompt_len, "continuation": lp.continuation,
-            "n_valid": lp.n_valid}
+            "n_valid": lp.n_valid, "K": lp.K, "d_max": lp.d_max}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"spectree": json.dumps(meta).encode()})
     buf = io.BytesIO()
     pq.write_table(table, buf)
@@ -126,7 +128,7 @@ def read_logged_prompt(path: Path) -> LoggedPrompt:
     except Exception as err:
         raise SpectreeError(f"{path} is not a readable logbook file ({err}); delete it to re-log") from err
     return LoggedPrompt(Prompt(**meta["prompt"]), meta["prompt_len"], meta["continuation"], meta["n_valid"],
-                        table.to_pandas())
+                        table.to_pandas(), meta["K"], meta["d_max"])
 
 
 def logbook_dir(cfg: LogConfig, name: str) -> Path:

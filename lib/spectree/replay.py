@@ -55,14 +55,15 @@ def replay_step(logged: DraftTree, continuation: list[int], policy: Policy) -> t
     return tree, follow_argmax(tree, lambda u: continuation[depth[u]])
 
 
-def check_replayable(lp: LoggedPrompt, policy: Policy, log_K: int, log_d_max: int) -> None:
-    if policy.K > log_K or policy.d_max > log_d_max:
+def check_replayable(lp: LoggedPrompt, policy: Policy) -> None:
+    if policy.K > lp.K or policy.d_max > lp.d_max:
         raise SpectreeError(f"policy {policy.name} needs K={policy.K}, d_max={policy.d_max} but the logbook "
-                            f"holds K={log_K}, d_max={log_d_max}")
+                            f"holds K={lp.K}, d_max={lp.d_max}: log with larger --K / --d-max")
 
 
 def replay_prompt(lp: LoggedPrompt, policy: Policy) -> pd.DataFrame:
     """Per-step τ and γ of `policy` on one logged prompt (columns: position, tau, gamma)."""
+    check_replayable(lp, policy)
     rows, pos = [], 0
     while pos < lp.n_valid:
         _, verdict = replay_step(lp.tree(pos), lp.continuation[pos:], policy)

@@ -7,12 +7,22 @@ from typing import Callable
 from ..errors import SpectreeError
 from .base import Policy
 from .chain import chain_policy
+from .confidence import cape_policy, pct_prune
+from .dyspec import dyspec_greedy, dyspec_threshold
+from .eagle2 import eagle2_rerank
+from .entropy import entropy_branching
 from .static import kary_policy
 
 REGISTRY: dict[str, Callable[..., Policy]] = {
     "ar": lambda: chain_policy(0),
     "chain": chain_policy,
     "kary": kary_policy,
+    "entropy": entropy_branching,
+    "eagle2": eagle2_rerank,
+    "dyspec": dyspec_greedy,
+    "dyspec_threshold": dyspec_threshold,
+    "pct": pct_prune,
+    "cape": cape_policy,
 }
 
 
@@ -45,4 +55,5 @@ def parse_strategy(spec: str) -> Policy:
     return make_policy(name, **params)
 
 
-__all__ = ["Policy", "REGISTRY", "make_policy", "parse_strategy", "chain_policy", "kary_policy"]
+__all__ = ["Policy", "REGISTRY", "make_policy", "parse_strategy", "chain_policy", "kary_policy", "entropy_branching",
+           "eagle2_rerank", "dyspec_greedy", "dyspec_threshold", "pct_prune", "cape_policy"]

@@ -9,6 +9,7 @@ subtree (e.g. rerank top-N).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -22,12 +23,17 @@ class Policy:
     d_max: int  # maximum depth
 
     name = "policy"
+    probabilities: ClassVar[tuple[str, ...]] = ()  # parameters that are probabilities (validated to lie in [0, 1])
 
     def __post_init__(self):
         if self.K < 1:
             raise SpectreeError(f"{self.name}: K (children per node) must be >= 1, got {self.K}")
         if self.d_max < 0:
             raise SpectreeError(f"{self.name}: depth must be >= 0, got {self.d_max}")
+        for key in self.probabilities:
+            value = getattr(self, key)
+            if not 0.0 <= value <= 1.0:
+                raise SpectreeError(f"{self.name}: {key} must be in [0, 1], got {value}")
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         """bool [len(cand)]: which offered children join the tree."""

@@ -1,0 +1,113 @@
+"""Tree policies: their rules on hand-made candidates, greedy losslessness and replay = live on a tiny model."""
+import pytest
+import torch
+
+from helpers import tiny_llama
+from spectree.data import Prompt
+from spectree.decode import speculative_generate
+from spectree.errors import SpectreeError
+from spectree.logbook import LogConfig, log_prompt
+from spectree.replay import replay_prompt
+from spectree.strategies import REGISTRY, parse_strategy
+from spectree.strategies.entropy import gunjur_branching
+from spectree.tree import DraftTree, Nodes
+
+SPECS = ["chain:k=3", "kary:b=2,d=3", "entropy:d=3", "eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4",
+         "dyspec_threshold:t=0.02,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4", "cape:d=3"]
+
+
+def candidates(parent_entropy: float, probs: list[float], confidence: float = 0.5) -> Nodes:
+    n = len(probs)
+    p = torch.tensor(probs)
+    return Nodes(tokens=torch.arange(n), parents=torch.zeros(n, dtype=torch.long), depth=torch.ones(n, dtype=torch.long),
+                 draft_prob=p, joint=p.clone(), entropy=torch.full((n,), parent_entropy),
+                 entropy_topm=torch.full((n,), parent_entropy), rank=torch.arange(n),
+                 confidence=torch.full((n,), confidence))
+
+
+@pytest.mark.parametrize("h, width", [(0.0, 1), (0.019, 1), (0.02, 2), (0.99, 2), (1.0, 4), (1.3, 6), (1.6, 7), (5.0, 7)])
+def test_gunjur_branching_factor(h, width):
+    assert gunjur_branching(h) == width
+
+
+def test_entropy_policy_keeps_b_of_h_children():
+    policy = parse_strategy("entropy")
+    keep = policy.select(candidates(1.3, [0.3, 0.2, 0.1, 0.1, 0.1, 0.1, 0.05]), DraftTree.root(0, 5))
+    assert keep.tolist() == [True] * 6 + [False]
+
+
+@pytest.mark.parametrize("conf, width", [(0.2, 7), (0.3, 7), (0.5, 5), (0.7, 3), (0.95, 1)])
+def test_cape_width_follows_parent_confidence(conf, width):
+    keep = parse_strategy("cape").select(candidates(1.0, [0.1] * 7, conf), DraftTree.root(0, 5))
+    assert int(keep.sum()) == width
+
+
+def test_eagle2_keeps_top_k_per_layer_and_reranks_to_n():
+    policy = parse_strategy("eagle2:K=2,d_max=3,N=2")
+    assert policy.select(candidates(1.0, [0.5, 0.1, 0.3]), DraftTree.root(0, 5)).tolist() == [True, False, True]
+    tree = DraftTree.root(0, 5)
+    tree.add(candidates(1.0, [0.5, 0.3]))
+    deep = candidates(1.0, [0.4])
+    deep.parents, deep.depth, deep.joint = torch.tensor([1]), torch.tensor([2]), torch.tensor([0.2])
+    tree.add(deep)
+    assert tree.subtree(policy.finalize(tree)).joint.tolist() == pytest.approx([1.0, 0.5, 0.3])
+
+
+def test_pct_stops_expanding_below_sd_over_st_and_drops_weak_leaves():
+    policy = parse_strategy("pct:ratio=0.25,leaf_min=0.05")
+    tree = DraftTree.root(0, 5)
+    new = tree.add(candidates(1.0, [0.6, 0.2, 0.03]))
+    assert policy.expand(tree, new).tolist() == [True, False, False]
+    assert policy.finalize(tree).tolist() == [True, True, True, False]
+
+
+def test_dyspec_budget_keeps_exactly_the_m_most_valuable_nodes():
+    policy = parse_strategy("dyspec:m=2,K=3,d_max=2")
+    tree = DraftTree.root(0, 5)
+    tree.add(candidates(1.0, [0.6, 0.3, 0.1]))
+    assert policy.finalize(tree).tolist() == [True, True, True, False]
+
+
+@pytest.mark.parametrize("spec", ["pct:ratio=1.5", "dyspec_threshold:t=-0.1", "eagle2:N=-3", "cape:d=-1"])
+def test_out_of_range_policy_parameters_are_refused(spec):
+    with pytest.raises(SpectreeError):
+        parse_strategy(spec)
+
+
+def test_every_registered_policy_is_exercised():
+    assert {s.partition(":")[0] for s in SPECS} | {"ar"} == set(REGISTRY)
+
+
+@pytest.fixture(scope="module")
+def weak_draft():
+    return tiny_llama(seed=1, layers=1)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_greedy_decoding_is_lossless_for_every_policy(spec, tiny_target, weak_draft):
+    ids = [2, 40, 41, 42, 7]
+    with torch.inference_mode():
+        ref = tiny_target.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False, eos_token_id=None,
+                                   pad_token_id=0)[0, len(ids):].tolist()
+    for draft in (weak_draft, tiny_target):
+        assert speculative_generate(tiny_target, draft, ids, parse_strategy(spec), 24).tokens == ref
+
+
+class FixedPrompt:
+    """Stands in for a tokenizer's chat template: the tiny model has no tokenizer."""
+
+    def apply_chat_template(self, messages, add_generation_prompt=True):
+        return [3, 14, 15, 92, 65]
+
+
+def test_replay_equals_live_for_every_policy(tiny_target, weak_draft):
+    cfg = LogConfig(max_new_tokens=20, K=7, d_max=4, beam=400)  # every node below depth 4 expanded
+    logged = log_prompt(tiny_target, weak_draft, FixedPrompt(), Prompt("toy", "0", "toy", "x"), cfg, eos_ids=())
+    for spec in SPECS:
+        policy = parse_strategy(spec)
+        live = speculative_generate(tiny_target, weak_draft, FixedPrompt().apply_chat_template([]), policy, 20)
+        steps = replay_prompt(logged, policy)
+        assert steps.tau.tolist() == [s.tau for s in live.steps], spec
+        assert steps.gamma.tolist() == [s.gamma for s in live.steps], spec
+    with pytest.raises(SpectreeError, match="log with larger"):
+        replay_prompt(logged, parse_strategy("kary:b=8,d=2"))

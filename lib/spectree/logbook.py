@@ -125,10 +125,10 @@ def read_logged_prompt(path: Path) -> LoggedPrompt:
     try:
         table = pq.read_table(path)
         meta = json.loads(table.schema.metadata[b"spectree"])
-    except Exception as err:
-        raise SpectreeError(f"{path} is not a readable logbook file ({err}); delete it to re-log") from err
-    return LoggedPrompt(Prompt(**meta["prompt"]), meta["prompt_len"], meta["continuation"], meta["n_valid"],
-                        table.to_pandas(), meta["K"], meta["d_max"])
+        return LoggedPrompt(Prompt(**meta["prompt"]), meta["prompt_len"], meta["continuation"], meta["n_valid"],
+                            table.to_pandas(), meta["K"], meta["d_max"])
+    except Exception as err:  # pyarrow, JSON and missing-key errors all mean the same thing here
+        raise SpectreeError(f"{path} is not a readable logbook file ({err!r}); delete it to re-log") from err
 
 
 def logbook_dir(cfg: LogConfig, name: str) -> Path:

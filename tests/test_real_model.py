@@ -69,3 +69,19 @@ def test_logbook_labels_follow_the_greedy_continuation(smollm2_pair, tmp_path):
         scored = rows.target_prob.notna()
         assert scored.sum() >= min(3, len(rows) - 1)
         assert rows.target_prob[scored].between(0, 1).all()
+
+
+def test_draft_training_resumes_exactly_and_exports(smollm2_pair, tmp_path, monkeypatch):
+    from spectree.models import load_trained_draft
+    from spectree.train_draft import TrainConfig, export_checkpoint, train, training_log
+
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    target, _, tok = smollm2_pair
+    cfg = TrainConfig(kind="edd", steps=3, seq_len=32, batch=1)
+    straight = train("a", cfg, target, tok)
+    train("b", TrainConfig(**{**cfg.__dict__, "steps": 2}), target, tok)
+    resumed = train("b", cfg, target, tok)  # same data order: the 3rd step continues where step 2 stopped
+    assert training_log("b").loss.tolist() == pytest.approx(training_log("a").loss.tolist(), rel=1e-4)
+    path = export_checkpoint("a", straight, cfg, "smollm2-135m-instruct", metrics={}, out_dir=tmp_path)
+    assert path.stat().st_size < 25e6 and resumed.exists()
+    assert load_trained_draft(path, target).hidden_layer == target.config.num_hidden_layers - 3

@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
     tr.add_argument("--threads", type=int, help="torch CPU threads")
     tr.add_argument("--export", action="store_true", help="write data/drafts/<name>.safetensors + card when done")
+    tr.add_argument("--init-from", type=Path, help="start from this shipped checkpoint when no saved state exists")
+    tr.add_argument("--init-step", type=int, default=0, help="the step that checkpoint had reached")
     ac = sub.add_parser("acceptance", help="draft top-1 agreement by position and chain-k greedy τ")
     _common(ac, "mtbench:16+humaneval:16", 128)
     ac.add_argument("--depth", type=int, default=5)
@@ -181,7 +183,10 @@ def cmd_train(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     target, tok = load_target(args.target)
-    work = train(args.name, cfg, target, tok, max_minutes=args.max_minutes)
+    if args.init_from is not None and not args.init_from.exists():
+        raise SpectreeError(f"--init-from {args.init_from}: no such checkpoint")
+    work = train(args.name, cfg, target, tok, max_minutes=args.max_minutes, init_from=args.init_from,
+                 init_step=args.init_step)
     print(work)
     if args.export:
         print(export_checkpoint(args.name, work, cfg, args.target, metrics={}))

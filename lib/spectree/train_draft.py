@@ -104,9 +104,12 @@ def _state_bytes(payload: dict) -> bytes:
 
 
 def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 180.0,
-          max_minutes: Optional[float] = None, fresh: bool = False) -> Path:
+          max_minutes: Optional[float] = None, fresh: bool = False, init_from: Optional[Path] = None,
+          init_step: int = 0) -> Path:
     """Train (or resume, unless `fresh`) draft `name`; returns the training-state folder. Stops after
-    cfg.steps or max_minutes (checkpointing first)."""
+    cfg.steps or max_minutes (checkpointing first). Without a saved state, `init_from` (a shipped
+    checkpoint, e.g. on a new machine) gives the starting layer and `init_step` the step it had reached,
+    so the data order continues where that run stopped (the optimizer state starts afresh)."""
     work = cache_dir() / "train" / name
     work.mkdir(parents=True, exist_ok=True)
     if fresh:
@@ -126,6 +129,12 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
         draft.model.layers[0].load_state_dict(state["layer"])
         opt.load_state_dict(state["optim"])
         step, wall, log = state["step"], state["wall"], state["log"]
+    elif init_from is not None:
+        from safetensors.torch import load_file
+
+        shipped = {k.removeprefix("layer."): v.float() for k, v in load_file(str(init_from)).items()}
+        draft.model.layers[0].load_state_dict(shipped)
+        step = init_step
 
     def save():
         payload = {"layer": draft.model.layers[0].state_dict(), "hidden_layer": layer, "optim": opt.state_dict(),

@@ -8,24 +8,31 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
+from transformers import PreTrainedModel
 
 from .data import Prompt, chat_ids
 from .decode import speculative_generate, truncate
+from .errors import SpectreeError
 from .sampling import Sampling
 from .strategies import parse_strategy
 
 HF = "hf-generate"
+HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
 
 
 @torch.inference_mode()
 def hf_generate(target, ids: list[int], max_new_tokens: int, sampling: Sampling, eos_id: int,
-                seed: int = 0) -> list[int]:
-    """The reference: HF `generate` on the target alone (greedy, or sampling with the same T / top-p)."""
+                seed: int = 0, assistant=None) -> list[int]:
+    """The reference: HF `generate` on the target alone (greedy, or sampling with the same T / top-p);
+    with `assistant`, HF's own assisted (speculative) generation."""
     kwargs = {"do_sample": False} if sampling.greedy else {
         "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+    if assistant is not None:
+        kwargs["assistant_model"] = assistant
     torch.manual_seed(seed)
     out = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens,
                           eos_token_id=eos_id, pad_token_id=eos_id, **kwargs)
@@ -47,9 +54,15 @@ class Run:
 
 
 def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new_tokens: int,
-                   sampling: Sampling = Sampling(), seed: int = 0, warmup: bool = True) -> list[Run]:
-    """Decode every prompt with HF `generate` and each strategy; one `Run` per (prompt, method)."""
+                   sampling: Sampling = Sampling(), seed: int = 0, warmup: bool = True,
+                   hf_assisted: bool = False) -> list[Run]:
+    """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
+    standalone draft) and each strategy; one `Run` per (prompt, method)."""
     target, draft, tok = models
+    assistant = draft if hf_assisted and isinstance(draft, PreTrainedModel) else None
+    if hf_assisted and assistant is None:
+        raise SpectreeError("HF assisted generation needs a standalone draft model (VDM or layer-skip), "
+                            "not a drafter that reads the target's hidden states")
     policies = {s: parse_strategy(s) for s in strategies}
     eos = tok.eos_token_id
     gen = torch.Generator().manual_seed(seed)
@@ -64,6 +77,10 @@ def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new
         t0 = time.perf_counter()
         ref = hf_generate(target, ids, max_new_tokens, sampling, eos, seed)
         runs.append(Run(HF, prompt.key, prompt.category, ref, time.perf_counter() - t0, len(ref), len(ref), 0, 0.0, 0.0))
+        if assistant is not None:
+            t0 = time.perf_counter()
+            out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed, assistant)
+            runs.append(Run(HF_ASSISTED, prompt.key, prompt.category, out, time.perf_counter() - t0, 0, 0, 0, 0.0, 0.0))
         for name, policy in policies.items():
             g = speculative_generate(target, draft, ids, policy, max_new_tokens, sampling, (eos,), gen)
             runs.append(Run(name, prompt.key, prompt.category, g.tokens, g.wall_s, g.n_forwards,

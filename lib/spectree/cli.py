@@ -29,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--top-p", type=float, default=1.0)
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--hf-assisted", action="store_true",
+                   help="also time HF assisted generation with the pair's standalone draft (VDM, layer-skip)")
     ll = sub.add_parser("lossless", help="greedy exact match (lengths too) against HF generate")
     _common(ll, "mtbench:50+humaneval:50", 64)
     ll.add_argument("--strategies", nargs="+", default=DEFAULT_STRATEGIES)
@@ -79,7 +81,8 @@ def cmd_bench(args) -> int:
     check_pair_name(args.pair)
     prompts = parse_prompt_spec(args.prompts)
     _check_max_new(args.max_new_tokens)
-    runs = run_strategies(load_pair(args.pair), prompts, args.strategies, args.max_new_tokens, sampling, args.seed)
+    runs = run_strategies(load_pair(args.pair), prompts, args.strategies, args.max_new_tokens, sampling, args.seed,
+                          hf_assisted=args.hf_assisted)
     table = summarize_runs(runs)
     print(f"pair={args.pair} prompts={args.prompts} ({len(prompts)}) max_new_tokens={args.max_new_tokens} "
           f"temperature={args.temperature} top_p={args.top_p}")

@@ -12,7 +12,14 @@ from transformers import DynamicCache, PreTrainedModel
 from .sampling import Sampling, entropy, topm_entropy
 from .strategies.base import Policy
 from .tree import DraftTree, Nodes
-from .treeattn import cache_len, causal_allowed, forward_with_mask, keep_slots, tree_allowed, truncate
+from .treeattn import (
+    cache_len,
+    causal_allowed,
+    forward_with_mask,
+    keep_slots,
+    tree_allowed,
+    truncate,
+)
 
 TOP_M = 1000  # C2T: entropy over the top-M probabilities
 

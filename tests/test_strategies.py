@@ -75,7 +75,7 @@ def test_out_of_range_policy_parameters_are_refused(spec):
 
 
 def test_every_registered_policy_is_exercised():
-    assert {s.partition(":")[0] for s in SPECS} | {"ar"} == set(REGISTRY)
+    assert {s.partition(":")[0] for s in SPECS} | {"ar", "c2t"} == set(REGISTRY)
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +111,48 @@ def test_replay_equals_live_for_every_policy(tiny_target, weak_draft):
         assert steps.gamma.tolist() == [s.gamma for s in live.steps], spec
     with pytest.raises(SpectreeError, match="log with larger"):
         replay_prompt(logged, parse_strategy("kary:b=8,d=2"))
+
+
+def test_non_numeric_value_for_a_numeric_parameter_is_refused():
+    with pytest.raises(SpectreeError, match="must be a number"):
+        parse_strategy("chain:k=abc")
+
+
+def test_c2t_beta_is_checked_before_the_classifier_loads():
+    with pytest.raises(SpectreeError, match="beta must be in"):
+        parse_strategy("c2t:beta=1.2")
+    with pytest.raises(SpectreeError, match="classifier .* is missing"):
+        parse_strategy("c2t:beta=0.5,classifier=no-such-classifier")
+
+
+def test_classifier_learns_acceptance_and_c2t_prunes_by_beta_and_topk(tiny_target, weak_draft, tmp_path):
+    from spectree.classifier import ClassifierTraining, load_classifier, node_table, save_classifier, train_classifier
+    from spectree.strategies.c2t import C2TPolicy
+
+    cfg = LogConfig(max_new_tokens=20, K=7, d_max=4, beam=400)
+    logged = log_prompt(tiny_target, tiny_target, FixedPrompt(), Prompt("toy", "0", "toy", "x"), cfg, eos_ids=())
+    table = node_table([logged])
+    model, history = train_classifier(table, table, ClassifierTraining(epochs=5))
+    from spectree.classifier import nodes_from_table
+
+    chosen = model.confidence(nodes_from_table(table)) > 0.5
+    on_path = torch.tensor(table.on_path.to_numpy())
+    assert len(history) == 5  # the kept epoch is the one with the best validation recall
+    assert float((chosen & on_path).sum() / on_path.sum()) == pytest.approx(history.recall.max())
+    save_classifier(model, tmp_path / "c.safetensors", card={"epochs": 5})
+    model = load_classifier(tmp_path / "c.safetensors")
+    conf = model.confidence(logged.tree(0))
+    assert conf.shape == (len(logged.tree(0)),) and bool(((conf >= 0) & (conf <= 1)).all())
+    cand = candidates(1.0, [0.5, 0.3, 0.1, 0.05])
+    strict = C2TPolicy(K=4, d_max=3, classifier=model, beta=0.999999).select(cand, DraftTree.root(0, 5))
+    loose = C2TPolicy(K=4, d_max=3, classifier=model, beta=0.0, topk=2).select(cand, DraftTree.root(0, 5))
+    assert int(strict.sum()) <= int(loose.sum()) == 2
+    c2t = C2TPolicy(K=3, d_max=4, classifier=model, beta=0.2)
+    ids = FixedPrompt().apply_chat_template([])
+    live = speculative_generate(tiny_target, weak_draft, ids, c2t, 20)
+    with torch.inference_mode():
+        ref = tiny_target.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False, eos_token_id=None,
+                                   pad_token_id=0)[0, len(ids):].tolist()
+    assert live.tokens == ref
+    weak_log = log_prompt(tiny_target, weak_draft, FixedPrompt(), Prompt("toy", "0", "toy", "x"), cfg, eos_ids=())
+    assert replay_prompt(weak_log, c2t).tau.tolist() == [s.tau for s in live.steps]

@@ -6,6 +6,7 @@ from typing import Callable
 
 from ..errors import SpectreeError
 from .base import Policy
+from .c2t import c2t_policy
 from .chain import chain_policy
 from .confidence import cape_policy, pct_prune
 from .dyspec import dyspec_greedy, dyspec_threshold
@@ -23,6 +24,7 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
     "dyspec_threshold": dyspec_threshold,
     "pct": pct_prune,
     "cape": cape_policy,
+    "c2t": c2t_policy,
 }
 
 
@@ -35,7 +37,10 @@ def make_policy(name: str, **params) -> Policy:
     if unknown:
         raise SpectreeError(f"strategy '{name}' has no parameter(s) {sorted(unknown)}; it takes {sorted(accepted)}")
     for key, value in params.items():
-        if isinstance(value, (int, float)) and value < 0:
+        default = accepted[key].default
+        if isinstance(default, (int, float)) and isinstance(value, str):
+            raise SpectreeError(f"strategy '{name}': {key} must be a number, got '{value}'")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
             raise SpectreeError(f"strategy '{name}': {key} must be >= 0, got {value}")
     return factory(**params)
 
@@ -48,12 +53,13 @@ def parse_strategy(spec: str) -> Policy:
         key, eq, value = item.partition("=")
         if not eq:
             raise SpectreeError(f"bad strategy parameter '{item}' in '{spec}': expected key=value")
+        value = value.strip()
         try:
-            params[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
-        except ValueError as err:
-            raise SpectreeError(f"bad value '{value}' for '{key}' in '{spec}'") from err
+            params[key.strip()] = int(value) if value.lstrip("-").isdigit() else float(value)
+        except ValueError:
+            params[key.strip()] = value  # a name, e.g. c2t:classifier=smollm2-edd
     return make_policy(name, **params)
 
 
 __all__ = ["Policy", "REGISTRY", "make_policy", "parse_strategy", "chain_policy", "kary_policy", "entropy_branching",
-           "eagle2_rerank", "dyspec_greedy", "dyspec_threshold", "pct_prune", "cape_policy"]
+           "eagle2_rerank", "dyspec_greedy", "dyspec_threshold", "pct_prune", "cape_policy", "c2t_policy"]

@@ -79,6 +79,7 @@ def replay(logbook: list[LoggedPrompt], policy: Policy) -> pd.DataFrame:
 
 
 def summarize(steps: pd.DataFrame) -> dict:
-    """Totals and per-forward means of τ and γ for a per-step table (replay or live)."""
+    """Totals and per-forward means of τ and γ for a per-step table (replay or live). `tokens` is Σ τ: it
+    can exceed the generation by the tokens the last forward committed past max_new_tokens / EOS."""
     return {"steps": int(len(steps)), "tokens": int(steps.tau.sum()), "candidates": int(steps.gamma.sum()),
             "tau": float(steps.tau.mean()), "gamma": float(steps.gamma.mean())}

@@ -12,7 +12,8 @@ from spectree.strategies import REGISTRY, parse_strategy
 from spectree.strategies.entropy import gunjur_branching
 from spectree.tree import DraftTree, Nodes
 
-SPECS = ["chain:k=3", "kary:b=2,d=3", "entropy:d=3", "eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4",
+SPECS = ["chain:k=3", "chain:k=4,stop=entropy,threshold=1.0", "chain:k=4,stop=dymax,threshold=0.3",
+         "chain:k=4,stop=dyjoint,threshold=0.08", "sequences:k=3,d=3", "kary:b=2,d=3", "entropy:d=3", "eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4",
          "dyspec_threshold:t=0.02,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4", "cape:d=3"]
 
 
@@ -111,6 +112,26 @@ def test_replay_equals_live_for_every_policy(tiny_target, weak_draft):
         assert steps.gamma.tolist() == [s.gamma for s in live.steps], spec
     with pytest.raises(SpectreeError, match="log with larger"):
         replay_prompt(logged, parse_strategy("kary:b=8,d=2"))
+
+
+@pytest.mark.parametrize("spec, kept", [("chain:stop=entropy,threshold=1.0", False), ("chain:stop=dymax,threshold=0.3", True),
+                                        ("chain:stop=dyjoint,threshold=0.6", False), ("chain", True)])
+def test_chain_early_stopping_rules(spec, kept):
+    cand = candidates(1.3, [0.5], confidence=0.5)  # parent entropy 1.3, max prob 0.5, joint 0.5
+    assert parse_strategy(spec).select(cand, DraftTree.root(0, 5)).tolist() == [kept]
+
+
+def test_sequences_branch_only_at_the_root():
+    policy = parse_strategy("sequences:k=3,d=4")
+    assert policy.select(candidates(1.0, [0.5, 0.3, 0.2]), DraftTree.root(0, 5)).tolist() == [True] * 3
+    deeper = candidates(1.0, [0.5, 0.3, 0.2])
+    deeper.depth = torch.full((3,), 2)
+    assert policy.select(deeper, DraftTree.root(0, 5)).tolist() == [True, False, False]
+
+
+def test_unknown_chain_stop_rule_is_refused():
+    with pytest.raises(SpectreeError, match="unknown stop rule"):
+        parse_strategy("chain:stop=sometimes")
 
 
 def test_non_numeric_value_for_a_numeric_parameter_is_refused():

@@ -1,0 +1,91 @@
+"""Measured forward times of the target and the draft as a function of the number of tree tokens, cached
+per machine, and the hardware-aware choice of a tree size. PCT's s_d/s_t comes from here.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from .paths import atomic_write_text, cache_dir
+from .treeattn import causal_allowed, forward_with_mask, truncate
+
+SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+@dataclass
+class CostModel:
+    machine: str
+    prefix: int  # committed tokens in the cache while timing
+    sizes: list[int]
+    target_s: list[float]  # median seconds of one target forward over n tree tokens
+    draft_s: list[float]  # the same for one draft forward
+
+    def t_target(self, n: int) -> float:
+        return float(np.interp(n, self.sizes, self.target_s))
+
+    def t_draft(self, n: int) -> float:
+        return float(np.interp(n, self.sizes, self.draft_s))
+
+    @property
+    def ratio(self) -> float:
+        """s_d / s_t for one token: PCT expands a node only if its path confidence exceeds this."""
+        return self.t_draft(1) / self.t_target(1)
+
+    def step_seconds(self, layer_sizes: list[int], tree_size: int) -> float:
+        """Estimated time of one decoding step: one draft forward per layer plus the tree verification."""
+        return sum(self.t_draft(n) for n in layer_sizes) + self.t_target(tree_size)
+
+
+@torch.inference_mode()
+def time_forward(model, n: int, prefix: int, repeats: int) -> float:
+    """Median seconds of a forward over n new tokens after a cached prefix (cache trimmed back each time)."""
+    vocab = model.config.vocab_size
+    cache = DynamicCache(config=model.config)
+    gen = torch.Generator().manual_seed(0)
+    forward_with_mask(model, cache, torch.randint(vocab, (prefix,), generator=gen), torch.arange(prefix),
+                      causal_allowed(0, prefix))
+    tokens, positions = torch.randint(vocab, (n,), generator=gen), prefix + torch.arange(n)
+    allowed = causal_allowed(prefix, n)  # the cost of attention does not depend on the mask's pattern
+    times = []
+    for _ in range(repeats + 1):  # the first run warms up
+        start = time.perf_counter()
+        forward_with_mask(model, cache, tokens, positions, allowed)
+        times.append(time.perf_counter() - start)
+        truncate(cache, prefix)
+    return statistics.median(times[1:])
+
+
+def measure(target, draft_model, sizes=SIZES, prefix: int = 256, repeats: int = 5) -> CostModel:
+    return CostModel(machine=machine_id(), prefix=prefix, sizes=list(sizes),
+                     target_s=[time_forward(target, n, prefix, repeats) for n in sizes],
+                     draft_s=[time_forward(draft_model, n, prefix, repeats) for n in sizes])
+
+
+def machine_id() -> str:
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"cpu{torch.get_num_threads()}"
+    return f"{platform.node()}-{platform.machine()}-{device}".replace("/", "_").replace(" ", "_")
+
+
+def load_or_measure(pair: str, target, draft_model, **kwargs) -> CostModel:
+    """The cached cost model of this pair on this machine, measured (a minute or so) if absent."""
+    path = cache_dir() / "costmodel" / f"{pair}-{machine_id()}.json"
+    if path.exists():
+        return CostModel(**json.loads(path.read_text()))
+    model = measure(target, draft_model, **kwargs)
+    atomic_write_text(path, json.dumps(asdict(model), indent=1))
+    return model
+
+
+def best_tree_size(cost: CostModel, expected_tau: dict[int, float], layers: dict[int, list[int]]) -> int:
+    """The tree size maximising expected tokens per second, E[τ(n)] / step time(n).
+
+    expected_tau: n → mean τ of trees of n draft tokens (e.g. from replay); layers: n → frontier sizes of
+    the draft forwards such a tree needs."""
+    return max(expected_tau, key=lambda n: expected_tau[n] / cost.step_seconds(layers[n], n + 1))

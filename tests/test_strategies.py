@@ -13,7 +13,7 @@ from spectree.strategies.entropy import gunjur_branching
 from spectree.tree import DraftTree, Nodes
 
 SPECS = ["chain:k=3", "chain:k=4,stop=entropy,threshold=1.0", "chain:k=4,stop=dymax,threshold=0.3",
-         "chain:k=4,stop=dyjoint,threshold=0.08", "sequences:k=3,d=3", "kary:b=2,d=3", "entropy:d=3", "eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4",
+         "chain:k=4,stop=dyjoint,threshold=0.08", "sequences:k=3,d=3", "sequoia:n=6,p=0.6/0.2/0.1", "kary:b=2,d=3", "entropy:d=3", "eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4",
          "dyspec_threshold:t=0.02,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4", "cape:d=3"]
 
 
@@ -127,6 +127,38 @@ def test_sequences_branch_only_at_the_root():
     deeper = candidates(1.0, [0.5, 0.3, 0.2])
     deeper.depth = torch.full((3,), 2)
     assert policy.select(deeper, DraftTree.root(0, 5)).tolist() == [True, False, False]
+
+
+def brute_force_best(p, n):
+    """Every tree of n nodes by recursion over the root's children sizes (tiny n only)."""
+    from itertools import product
+
+    def trees(size):
+        if size == 1:
+            return [1.0]
+        best = []
+        for k in range(1, min(len(p), size - 1) + 1):
+            for sizes in product(range(1, size), repeat=k):
+                if sum(sizes) == size - 1:
+                    best.append(1.0 + sum(p[i] * max(trees(s)) for i, s in enumerate(sizes)))
+        return best
+    return max(trees(n))
+
+
+@pytest.mark.parametrize("p, n", [([0.5, 0.2], 4), ([0.9], 4), ([0.6, 0.3, 0.1], 6), ([0.4, 0.4, 0.1], 5)])
+def test_sequoia_dp_matches_brute_force(p, n):
+    from spectree.strategies.sequoia import sequoia_tree
+
+    value, paths = sequoia_tree(p, n)
+    assert value == pytest.approx(brute_force_best(p, n)) and len(paths) == n - 1
+
+
+def test_acceptance_vector_from_a_logbook(tiny_target):
+    from spectree.strategies.sequoia import acceptance_vector
+
+    cfg = LogConfig(max_new_tokens=12, K=3, d_max=3, beam=3)
+    perfect = log_prompt(tiny_target, tiny_target, FixedPrompt(), Prompt("toy", "0", "toy", "x"), cfg, eos_ids=())
+    assert acceptance_vector([perfect], 3) == [1.0, 0.0, 0.0]  # draft = target: the top-1 is always right
 
 
 def test_unknown_chain_stop_rule_is_refused():

@@ -12,6 +12,7 @@ from .confidence import cape_policy, pct_prune
 from .dyspec import dyspec_greedy, dyspec_threshold
 from .eagle2 import eagle2_rerank
 from .entropy import entropy_branching
+from .sequoia import sequoia_policy
 from .static import kary_policy, sequences_policy
 
 REGISTRY: dict[str, Callable[..., Policy]] = {
@@ -19,6 +20,7 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
     "chain": chain_policy,
     "kary": kary_policy,
     "sequences": sequences_policy,
+    "sequoia": sequoia_policy,
     "entropy": entropy_branching,
     "eagle2": eagle2_rerank,
     "dyspec": dyspec_greedy,
@@ -64,4 +66,4 @@ def parse_strategy(spec: str) -> Policy:
 
 __all__ = ["Policy", "REGISTRY", "make_policy", "parse_strategy", "chain_policy", "kary_policy", "entropy_branching",
            "eagle2_rerank", "dyspec_greedy", "dyspec_threshold", "pct_prune", "cape_policy", "c2t_policy",
-           "sequences_policy"]
+           "sequences_policy", "sequoia_policy"]

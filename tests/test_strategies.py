@@ -13,7 +13,7 @@ from spectree.strategies.entropy import gunjur_branching
 from spectree.tree import DraftTree, Nodes
 
 SPECS = ["chain:k=3", "chain:k=4,stop=entropy,threshold=1.0", "chain:k=4,stop=dymax,threshold=0.3",
-         "chain:k=4,stop=dyjoint,threshold=0.08", "sequences:k=3,d=3", "sequoia:n=6,p=0.6/0.2/0.1", "kary:b=2,d=3", "entropy:d=3", "eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4",
+         "chain:k=4,stop=dyjoint,threshold=0.08", "sequences:k=3,d=3", "sequoia:n=6,p=0.6/0.2/0.1", "kary:b=2,d=3", "entropy:d=3", "entropy:d=4,cutoff=4.4", "naive_width:k=3,d=3", "eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4",
          "dyspec_threshold:t=0.02,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4", "cape:d=3"]
 
 
@@ -159,6 +159,15 @@ def test_acceptance_vector_from_a_logbook(tiny_target):
     cfg = LogConfig(max_new_tokens=12, K=3, d_max=3, beam=3)
     perfect = log_prompt(tiny_target, tiny_target, FixedPrompt(), Prompt("toy", "0", "toy", "x"), cfg, eos_ids=())
     assert acceptance_vector([perfect], 3) == [1.0, 0.0, 0.0]  # draft = target: the top-1 is always right
+
+
+def test_dyn_depth_stops_high_entropy_branches_and_naive_width_branches_last():
+    assert not parse_strategy("entropy:cutoff=2.0").select(candidates(2.5, [0.3, 0.2]), DraftTree.root(0, 5)).any()
+    policy = parse_strategy("naive_width:k=3,d=2")
+    assert policy.select(candidates(1.0, [0.5, 0.3, 0.2]), DraftTree.root(0, 5)).tolist() == [True, False, False]
+    last = candidates(1.0, [0.5, 0.3, 0.2])
+    last.depth = torch.full((3,), 2)
+    assert policy.select(last, DraftTree.root(0, 5)).tolist() == [True, True, True]
 
 
 def test_unknown_chain_stop_rule_is_refused():

@@ -11,7 +11,7 @@ from .chain import chain_policy
 from .confidence import cape_policy, pct_prune
 from .dyspec import dyspec_greedy, dyspec_threshold
 from .eagle2 import eagle2_rerank
-from .entropy import entropy_branching
+from .entropy import entropy_branching, naive_width
 from .sequoia import sequoia_policy
 from .static import kary_policy, sequences_policy
 
@@ -22,6 +22,7 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
     "sequences": sequences_policy,
     "sequoia": sequoia_policy,
     "entropy": entropy_branching,
+    "naive_width": naive_width,
     "eagle2": eagle2_rerank,
     "dyspec": dyspec_greedy,
     "dyspec_threshold": dyspec_threshold,
@@ -66,4 +67,4 @@ def parse_strategy(spec: str) -> Policy:
 
 __all__ = ["Policy", "REGISTRY", "make_policy", "parse_strategy", "chain_policy", "kary_policy", "entropy_branching",
            "eagle2_rerank", "dyspec_greedy", "dyspec_threshold", "pct_prune", "cape_policy", "c2t_policy",
-           "sequences_policy", "sequoia_policy"]
+           "sequences_policy", "sequoia_policy", "naive_width"]

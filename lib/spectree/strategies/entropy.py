@@ -24,16 +24,31 @@ def gunjur_branching(h: float) -> int:
 @dataclass
 class EntropyBranchingPolicy(Policy):
     branching: Callable[[float], int] = field(default=gunjur_branching)
+    cutoff: float = float("inf")  # "dyn width + depth": B(H) = 0 (stop this branch) when H > cutoff
 
     name = "entropy"
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         # every candidate of one parent carries that parent's entropy H: keep ranks < B(H)
-        width = torch.tensor([self.branching(float(h)) for h in cand.entropy.tolist()])
+        width = torch.tensor([0 if h > self.cutoff else self.branching(h) for h in cand.entropy.tolist()])
         return cand.rank < width
 
 
-def entropy_branching(d: int = 4, k_max: int = 7, branching: Callable[[float], int] = gunjur_branching
-                      ) -> EntropyBranchingPolicy:
-    """"Dyn width only": B(H) children per node (H in nats over the full vocabulary), fixed depth d."""
-    return EntropyBranchingPolicy(K=k_max, d_max=d, branching=branching)
+def entropy_branching(d: int = 4, k_max: int = 7, cutoff: float = float("inf"),
+                      branching: Callable[[float], int] = gunjur_branching) -> EntropyBranchingPolicy:
+    """"Dyn width only": B(H) children per node (H in nats over the full vocabulary), fixed depth d.
+    With a finite `cutoff` (and a larger d) it is "dyn width + depth": a branch stops where H > cutoff."""
+    return EntropyBranchingPolicy(K=k_max, d_max=d, branching=branching, cutoff=cutoff)
+
+
+@dataclass
+class NaiveWidthPolicy(Policy):
+    name = "naive_width"
+
+    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
+        return cand.rank < (self.K if int(cand.depth[0]) == self.d_max else 1)
+
+
+def naive_width(k: int = 4, d: int = 4) -> NaiveWidthPolicy:
+    """Gunjur's "naive width": the greedy chain, with the top-k alternatives at its last index only."""
+    return NaiveWidthPolicy(K=k, d_max=d)

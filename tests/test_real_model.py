@@ -41,15 +41,21 @@ def test_greedy_tree_decoding_matches_hf_generate_on_ten_prompts(smollm2_pair):
     assert any(r.tau_sum > r.forwards for r in runs if r.strategy != HF), "no draft token was ever accepted"
 
 
-def test_replay_equals_live_greedy_decoding(smollm2_pair, tmp_path):
+REPLAY_SPECS = STRATEGIES + ["chain:k=6,stop=entropy,threshold=1.0", "chain:k=6,stop=dymax,threshold=0.3",
+                             "entropy:d=4,k_max=3", "eagle2:K=3,d_max=4,N=12", "dyspec:m=12,K=3,d_max=4",
+                             "dyspec_threshold:t=0.05,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4",
+                             "sequences:k=3,d=4", "sequoia:n=10,p=0.5/0.15/0.05"]
+
+
+def test_replay_equals_live_greedy_decoding_for_every_policy(smollm2_pair, tmp_path):
     target, draft, tok = smollm2_pair
-    prompts = load_prompts("mtbench", 2) + load_prompts("humaneval", 1)
-    cfg = LogConfig(max_new_tokens=24, K=3, d_max=5, beam=3)
+    prompts = load_prompts("mtbench", 3) + load_prompts("humaneval", 2)
+    cfg = LogConfig(max_new_tokens=16, K=3, d_max=6, beam=27, b_env=3, d_env=4)
     logbook = read_logbook(write_logbook(prompts, cfg, "test", out=tmp_path, models=smollm2_pair))
-    for spec in STRATEGIES:
+    for spec in REPLAY_SPECS:
         policy = parse_strategy(spec)
         for lp, prompt in zip(logbook, prompts):
-            live = speculative_generate(target, draft, chat_ids(tok, prompt.text), policy, 24,
+            live = speculative_generate(target, draft, chat_ids(tok, prompt.text), policy, 16,
                                         eos_ids=(tok.eos_token_id,))
             steps = replay_prompt(lp, policy)
             assert steps.tau.tolist() == [s.tau for s in live.steps], (spec, prompt.key)

@@ -100,7 +100,7 @@ def train_classifier(train: pd.DataFrame, valid: pd.DataFrame, cfg: ClassifierTr
             pred = torch.sigmoid(model(vx)) > 0.5
         recall = float((pred & vy).sum() / max(int(vy.sum()), 1))
         positive_rate = float(pred.float().mean())
-        history.append({"epoch": epoch + 1, "loss": float(loss), "recall": recall, "positive_rate": positive_rate})
+        history.append({"epoch": epoch + 1, "loss": loss.item(), "recall": recall, "positive_rate": positive_rate})
         key = (recall, -positive_rate)
         if best_key is None or key > best_key:
             best_key, best = key, {k: v.clone() for k, v in model.state_dict().items()}

@@ -1,8 +1,9 @@
 """EDD: the dual-block training mask, and lossless decoding with a soft-prompt draft (tiny random Llama)."""
+import pytest
 import torch
 
 from spectree.decode import speculative_generate
-from spectree.edd import EDDDrafter, dual_block_allowed, one_layer_draft
+from spectree.edd import EDDDrafter, add_fusion, dual_block_allowed, one_layer_draft
 from spectree.strategies import chain_policy, kary_policy
 from spectree.treeattn import additive_mask
 
@@ -23,21 +24,28 @@ def test_dual_block_offset_shifts_the_block_starts():
     assert allowed[5 + 2].nonzero().flatten().tolist() == [0, 1, 7]
 
 
-def test_edd_inference_sees_what_training_showed_it(tiny_target):
-    """The drafter's root logits equal the training-time forward at the same block position."""
+@pytest.mark.parametrize("hidden_norm,fuse", [(False, False), (True, False), (True, True), (False, True)])
+def test_edd_inference_sees_what_training_showed_it(tiny_target, hidden_norm, fuse):
+    """The drafter's logits at the root and down a chain equal the training forward (`draft_logits`) at
+    the same block positions — soft prompt, final-norm option and h_{s-1} fusion included."""
+    from spectree.acceptance import _chain_tree
+    from spectree.train_draft import TrainConfig, draft_logits
+
     draft, layer = one_layer_draft(tiny_target), 2
-    ids = torch.tensor([3, 9, 27, 81, 5, 15])
+    if fuse:
+        torch.nn.init.normal_(add_fusion(draft).fuse.weight, std=0.5, generator=torch.Generator().manual_seed(0))
+    ids = torch.tensor([3, 9, 27, 81, 5, 15, 7, 11])  # the root is ids[5]; 7, 11 are drafted below it
+    s = 5
     with torch.inference_mode():
-        hidden = tiny_target(ids[None], output_hidden_states=True).hidden_states[layer][0]
-        drafter = EDDDrafter(draft, layer)
-        root = drafter.start(ids.tolist(), hidden[:-1])
-        t = len(ids)
-        x = torch.cat([hidden, draft.model.embed_tokens(ids)])[None]
-        pos = torch.cat([torch.arange(t), torch.arange(t)])[None]
-        allowed = dual_block_allowed(t, block=10, offset=10 - (t - 1))  # block starts at the last token
-        h = draft.model(inputs_embeds=x, attention_mask=additive_mask(allowed, x.dtype), position_ids=pos)
-        ref = draft.lm_head(h.last_hidden_state[0, -1])
-    assert torch.allclose(root, ref, atol=1e-5)
+        hidden = tiny_target(ids[None], output_hidden_states=True).hidden_states[layer]  # [1, 8, H]
+        drafter = EDDDrafter(draft, layer, hidden_norm)
+        root = drafter.start(ids[:s + 1].tolist(), hidden[0, :s])
+        chain = drafter.lm.feed_tree(_chain_tree(ids[s:].tolist(), s + 1), torch.arange(1, 3)).logits[0]  # [2, V]
+        cfg = TrainConfig(hidden_norm=hidden_norm, fuse=fuse)
+        ref = draft_logits(draft, tiny_target, ids[None], cfg, hidden,
+                           block=10, offset=10 - s)[0]  # one block starting at s
+    assert torch.allclose(root, ref[s], atol=1e-5)
+    assert torch.allclose(chain, ref[s + 1:s + 3], atol=1e-5)
 
 
 def test_greedy_decoding_with_edd_matches_autoregressive(tiny_target):
@@ -64,7 +72,6 @@ def test_chain_tau_from_forced_agreement_equals_live_chain_decoding(tiny_target)
 
 
 def test_shipped_draft_checkpoint_roundtrip_and_clear_errors(tiny_target, tmp_path):
-    import pytest
     from safetensors.torch import save_file
 
     from spectree.errors import SpectreeError
@@ -74,7 +81,17 @@ def test_shipped_draft_checkpoint_roundtrip_and_clear_errors(tiny_target, tmp_pa
     good = {f"layer.{k}": v.half().contiguous() for k, v in layer.state_dict().items()}
     save_file(good, str(tmp_path / "edd.safetensors"), metadata={"kind": "edd", "hidden_layer": "2"})
     drafter = load_trained_draft(tmp_path / "edd.safetensors", tiny_target)
-    assert isinstance(drafter, EDDDrafter) and drafter.hidden_layer == 2
+    assert isinstance(drafter, EDDDrafter) and drafter.hidden_layer == 2 and not drafter.hidden_norm
+
+    size = tiny_target.config.hidden_size
+    fused = {**good, "fuse.weight": torch.ones(size, size, dtype=torch.float16)}
+    save_file(fused, str(tmp_path / "fused.safetensors"), metadata={"kind": "edd", "hidden_layer": "2", "hidden_norm": "1"})
+    drafter = load_trained_draft(tmp_path / "fused.safetensors", tiny_target)
+    assert drafter.hidden_norm and bool((drafter.lm.model.model.embed_tokens.fuse.weight == 1).all())
+    fused["fuse.weight"] = torch.ones(size, 3, dtype=torch.float16)
+    save_file(fused, str(tmp_path / "badfuse.safetensors"), metadata={"kind": "edd", "hidden_layer": "2"})
+    with pytest.raises(SpectreeError, match="fuse.weight has shape"):
+        load_trained_draft(tmp_path / "badfuse.safetensors", tiny_target)
 
     missing = dict(good)
     missing.pop("layer.mlp.up_proj.weight")

@@ -31,8 +31,9 @@ from scipy.stats import chisquare
 
 from spectree.drafting import child_candidates, grow_tree
 from spectree.sampling import Sampling
-from spectree.strategies import kary_policy
+from spectree.strategies import dyspec_greedy, eagle2_rerank, kary_policy
 from spectree.strategies.base import Policy
+from spectree.strategies.static import KaryPolicy, static_shape, tree_shape
 from spectree.tree import NODE_FIELDS, DraftTree, Nodes
 from spectree.verify import Verdict, verify_multibranch
 
@@ -155,7 +156,7 @@ def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy
         return cand
 
     forest = grow_tree(forest, policy, offer)
-    assert bool(policy.finalize(forest).all())  # k-ary: draft_tree's subtree(finalize) keeps everything
+    assert bool(policy.finalize(forest).all())  # static: draft_tree's subtree(finalize) keeps everything
     extend_codes(forest)
     all_dists = torch.zeros(len(forest), V)
     for frontier, warped in dists:
@@ -189,7 +190,10 @@ def check_forest(out: Forest, forest: DraftTree, dists: torch.Tensor, policy: Po
     n_kids = torch.bincount(par, minlength=len(forest))
     inner = forest.depth < policy.d_max
     want = torch.minimum(torch.tensor(policy.K), (dists > 0).sum(-1))
-    assert torch.equal(n_kids[inner], want[inner]), "an inner node without min(K, support) children"
+    if isinstance(policy, KaryPolicy):
+        assert torch.equal(n_kids[inner], want[inner]), "an inner node without min(K, support) children"
+    else:  # an irregular static shape: never more children than offered
+        assert bool((n_kids <= want).all())
     assert int(n_kids[~inner].sum()) == 0 and int(forest.depth.max()) <= policy.d_max
     starts, ends = torch.tensor(out.starts), torch.tensor(out.ends)
     local_index = torch.arange(len(forest)) - starts.repeat_interleave(ends - starts)
@@ -310,6 +314,41 @@ def test_multibranch_verification_preserves_target_distribution(b: int, d: int, 
           f"mean accepted={run.accepted:.3f} second steps={run.second_steps} | {run.seconds:.1f}s")
     assert p > P_MIN, f"committed pairs do not follow the target: chi2={stat:.1f}, p={p:.2e}"
     assert kid_p > P_MIN, f"children are not sampled without replacement in order: p={kid_p:.2e}"
+
+
+def greedy_shape(policy: Policy) -> Policy:
+    """The static policy for the tree `policy` grows on the toy world from CTX0 under greedy drafting
+    (after its finalize): the irregular shapes DySpec and EAGLE-2 produce, fixed before any sampling.
+    (Drafting them stochastically would let sampled values decide the shape, which biases the verifier.)"""
+    world, greedy = World.build(len(CTX0) + 1 + policy.d_max), Sampling()
+    codes = [0]
+
+    def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
+        codes.extend(int(world.child[codes[int(tree.parents[i])], int(tree.tokens[i])]) for i in range(len(codes), len(tree)))
+        return child_candidates(tree, frontier, world.draft_logits[torch.tensor(codes)[frontier]], policy.K, greedy, None)[0]
+
+    tree = grow_tree(DraftTree.root(int(world.last[0]), len(CTX0)), policy, offer)
+    return static_shape(tree_shape(tree.subtree(policy.finalize(tree))))
+
+
+SHAPES = [
+    pytest.param(lambda: dyspec_greedy(m=8, K=3, d_max=4), Sampling(temperature=1.0), 2468, id="dyspec-m8"),
+    pytest.param(lambda: eagle2_rerank(K=3, d_max=3, N=6), Sampling(temperature=0.8, top_p=0.95), 1357, id="eagle2-K3-N6"),
+]
+
+
+@pytest.mark.parametrize("make,sampling,seed", SHAPES)
+def test_multibranch_verification_on_dyspec_and_eagle2_shapes(make, sampling: Sampling, seed: int) -> None:
+    policy = greedy_shape(make())
+    kids_of_root = sum(len(q) == 1 for q in policy.shape)
+    assert kids_of_root >= 2 and len({len(q) for q in policy.shape}) >= 2  # irregular: several depths
+    run = sample_pairs(policy, sampling, N_SAMPLES // 2, seed)
+    world = World.build(len(CTX0) + 1 + policy.d_max)
+    stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(world, sampling))
+    print(f"\n[shape of {make().name}: {sorted(policy.shape)}] N={len(run.pairs)} chi2={stat:.2f} cells={cells} "
+          f"p={p:.4f} | mean accepted={run.accepted:.3f} second steps={run.second_steps} | {run.seconds:.1f}s")
+    assert run.second_steps > 0.01 * len(run.pairs)
+    assert p > P_MIN, f"committed pairs do not follow the target: chi2={stat:.1f}, p={p:.2e}"
 
 
 def _kids(tree: DraftTree) -> list[list[int]]:

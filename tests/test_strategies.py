@@ -13,7 +13,7 @@ from spectree.strategies.entropy import gunjur_branching
 from spectree.tree import DraftTree, Nodes
 
 SPECS = ["chain:k=3", "chain:k=4,stop=entropy,threshold=1.0", "chain:k=4,stop=dymax,threshold=0.3",
-         "chain:k=4,stop=dyjoint,threshold=0.08", "sequences:k=3,d=3", "sequoia:n=6,p=0.6/0.2/0.1", "kary:b=2,d=3", "entropy:d=3", "entropy:d=4,cutoff=4.4", "naive_width:k=3,d=3", "eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4",
+         "chain:k=4,stop=dyjoint,threshold=0.08", "sequences:k=3,d=3", "sequoia:n=6,p=0.6/0.2/0.1", "vct:w=2,d=3", "kary:b=2,d=3", "entropy:d=3", "entropy:d=4,cutoff=4.4", "naive_width:k=3,d=3", "eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4",
          "dyspec_threshold:t=0.02,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4", "cape:d=3"]
 
 
@@ -218,3 +218,12 @@ def test_classifier_learns_acceptance_and_c2t_prunes_by_beta_and_topk(tiny_targe
     assert live.tokens == ref
     weak_log = log_prompt(tiny_target, weak_draft, FixedPrompt(), Prompt("toy", "0", "toy", "x"), cfg, eos_ids=())
     assert replay_prompt(weak_log, c2t).tau.tolist() == [s.tau for s in live.steps]
+
+
+def test_vct_shape_and_sibling_order():
+    from spectree.strategies.static import sibling_order, vct_policy
+
+    policy = vct_policy(3, 5)
+    assert len(policy.shape) == 15 and policy.K == 3 and policy.d_max == 5
+    assert (2, 0, 0, 0, 0) in policy.shape and (0, 1) not in policy.shape
+    assert sibling_order(torch.tensor([0, 0, 0, 3, 3, 5])).tolist() == [0, 1, 2, 0, 1, 0]

@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--target", default="smollm2-135m-instruct")
     from .train_draft import TrainConfig
     for f in fields(TrainConfig):
-        tr.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+        kind = _yes_no if isinstance(f.default, bool) else type(f.default)
+        tr.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
     tr.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
     tr.add_argument("--threads", type=int, help="torch CPU threads")
     tr.add_argument("--export", action="store_true", help="write data/drafts/<name>.safetensors + card when done")
@@ -194,6 +195,12 @@ def cmd_train(args) -> int:
     if args.export:
         print(export_checkpoint(args.name, work, cfg, args.target, metrics={}))
     return 0
+
+
+def _yes_no(text: str) -> bool:
+    if text.lower() not in ("yes", "no", "true", "false", "1", "0"):
+        raise argparse.ArgumentTypeError(f"expected yes or no, got '{text}'")
+    return text.lower() in ("yes", "true", "1")
 
 
 def _check_max_new(n: int) -> None:

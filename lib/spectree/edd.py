@@ -43,9 +43,36 @@ def one_layer_draft(target: PreTrainedModel, init_layer: Optional[int] = None) -
     return draft.eval()
 
 
-def draft_layer_state(draft: PreTrainedModel) -> dict[str, torch.Tensor]:
-    """The trainable part of a one-layer draft (what a checkpoint stores)."""
-    return {f"layer.{k}": v for k, v in draft.model.layers[0].state_dict().items()}
+class FusedEmbedding(torch.nn.Module):
+    """Token embedding plus a learned projection of the newest target hidden state h_{s-1} (EAGLE-style
+    fusion, optional in EDD here): every token of the draft block reads h_{s-1} in its residual stream,
+    not only through attention. `context` (raw target states, [H] or [B, T, H] in training) is set before
+    each block and passes through the target's final norm (`norm`, shared and frozen) before the projection."""
+
+    def __init__(self, embed: torch.nn.Embedding, norm: torch.nn.Module, hidden_size: int):
+        super().__init__()
+        self.embed, self.norm = embed, norm
+        self.fuse = torch.nn.Linear(hidden_size, hidden_size, bias=False, device=embed.weight.device,
+                                    dtype=embed.weight.dtype)
+        torch.nn.init.zeros_(self.fuse.weight)
+        self.context: Optional[torch.Tensor] = None
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)  # [..., H]
+        return x if self.context is None else x + self.fuse(self.norm(self.context))
+
+
+def add_fusion(draft: PreTrainedModel) -> FusedEmbedding:
+    fused = FusedEmbedding(draft.model.embed_tokens, draft.model.norm, draft.config.hidden_size)
+    draft.model.embed_tokens = fused
+    return fused
+
+
+def block_starts(n: int, block: int, offset: int = 0) -> torch.Tensor:
+    """long [n]: the start s of the training block each token position belongs to (blocks of length
+    `block`, the first one shortened by `offset`)."""
+    i = torch.arange(n)
+    return (((i + offset) // block) * block - offset).clamp(min=0)
 
 
 def dual_block_allowed(n: int, block: int, offset: int = 0) -> torch.Tensor:
@@ -55,14 +82,19 @@ def dual_block_allowed(n: int, block: int, offset: int = 0) -> torch.Tensor:
     `block`, the first one shortened by `offset`) sees h_k for k < s and t_s … t_i: exactly what it sees
     at inference when t_s is the root and the draft has reached depth i − s.
     """
-    i = torch.arange(n)
-    start = ((i + offset) // block) * block - offset
-    start = start.clamp(min=0)  # [n] block start of each token
+    i, start = torch.arange(n), block_starts(n, block, offset)
     allowed = torch.zeros(2 * n, 2 * n, dtype=torch.bool)
     allowed[:n, :n] = torch.ones(n, n, dtype=torch.bool).tril()
     allowed[n:, :n] = i[None, :] < start[:, None]
     allowed[n:, n:] = (i[None, :] >= start[:, None]) & (i[None, :] <= i[:, None])
     return allowed
+
+
+def soft_prompt(draft: PreTrainedModel, hidden: torch.Tensor, hidden_norm: bool) -> torch.Tensor:
+    """The EDD soft prompt from target hidden states [..., H]: passed through the target's final RMSNorm
+    when `hidden_norm` (SmolLM2's middle layers carry massive activations — one dimension reaches
+    ~25,000 against a typical RMS of ~26 — which the final norm's weights tame)."""
+    return draft.model.norm(hidden) if hidden_norm else hidden
 
 
 class EDDDrafter:
@@ -71,20 +103,26 @@ class EDDDrafter:
 
     needs_hidden = True
 
-    def __init__(self, model: PreTrainedModel, hidden_layer: int):
-        self.lm, self.hidden_layer = CachedLM(model), hidden_layer
+    def __init__(self, model: PreTrainedModel, hidden_layer: int, hidden_norm: bool = True):
+        self.lm, self.hidden_layer, self.hidden_norm = CachedLM(model), hidden_layer, hidden_norm
+
+    def _soft_prompt(self, hidden: torch.Tensor) -> torch.Tensor:
+        embed = self.lm.model.model.embed_tokens
+        if isinstance(embed, FusedEmbedding):
+            embed.context = hidden[-1]  # h_{s-1}: the newest target state, fused into every draft token
+        return soft_prompt(self.lm.model, hidden, self.hidden_norm)  # [k, H]
 
     def start(self, prompt_ids: list[int], hidden: torch.Tensor) -> torch.Tensor:
         """hidden: [L-1, H] target states for the prompt without its last token (the root)."""
         self.lm.reset()
-        self.lm.feed_chain(hidden)
+        self.lm.feed_chain(self._soft_prompt(hidden))
         return self.lm.feed_chain(torch.tensor(prompt_ids[-1:])).logits[0, -1]
 
     def advance(self, new_tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:
         """hidden: [k+1, H] target states of the old root and the k accepted tokens."""
         self.lm.committed -= 1  # the old root's token entry gives way to its encoding
         truncate(self.lm.cache, self.lm.committed)
-        self.lm.feed_chain(hidden)
+        self.lm.feed_chain(self._soft_prompt(hidden))
         return self.lm.feed_chain(torch.tensor(new_tokens[-1:])).logits[0, -1]
 
     def draft(self, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,

@@ -177,7 +177,7 @@ def load_trained_draft(path: Path, target: PreTrainedModel):
     """A shipped one-layer draft: VDM as a plain HF model, EDD wrapped in its hidden-state drafter."""
     from safetensors import safe_open
 
-    from .edd import EDDDrafter, one_layer_draft
+    from .edd import EDDDrafter, add_fusion, one_layer_draft
 
     if not path.exists():
         raise SpectreeError(f"draft checkpoint {path} is missing: train it with `python -m spectree train "
@@ -187,6 +187,12 @@ def load_trained_draft(path: Path, target: PreTrainedModel):
         meta = f.metadata() or {}
         state = {k.removeprefix("layer."): f.get_tensor(k).float() for k in f.keys()}
     draft = one_layer_draft(target)
+    fuse = state.pop("fuse.weight", None)
+    if fuse is not None:
+        if tuple(fuse.shape) != (target.config.hidden_size,) * 2:
+            raise SpectreeError(f"{path} does not fit this target: fuse.weight has shape {tuple(fuse.shape)}, "
+                                f"expected {(target.config.hidden_size,) * 2}")
+        add_fusion(draft).fuse.weight.data.copy_(fuse.to(target.device, target.dtype))
     layer = draft.model.layers[0]
     expected = {k: tuple(v.shape) for k, v in layer.state_dict().items()}
     got = {k: tuple(v.shape) for k, v in state.items()}
@@ -197,7 +203,7 @@ def load_trained_draft(path: Path, target: PreTrainedModel):
                             f"wrong shapes {[(k, got[k], expected[k]) for k in wrong]}")
     layer.load_state_dict({k: v.to(target.device, target.dtype) for k, v in state.items()})
     if meta.get("kind") == "edd":
-        return EDDDrafter(draft, int(meta["hidden_layer"]))
+        return EDDDrafter(draft, int(meta["hidden_layer"]), meta.get("hidden_norm", "0") == "1")
     return draft
 
 

@@ -21,7 +21,7 @@ from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
 from .data import conversation_text, load_sharegpt_conversations
-from .edd import default_hidden_layer, dual_block_allowed, one_layer_draft
+from .edd import FusedEmbedding, add_fusion, block_starts, default_hidden_layer, dual_block_allowed, one_layer_draft, soft_prompt
 from .errors import SpectreeError
 from .paths import atomic_write_bytes, atomic_write_text, cache_dir, data_dir
 from .treeattn import additive_mask
@@ -34,6 +34,8 @@ class TrainConfig:
     kind: str = "edd"  # "edd" (soft prompt of target hidden states) or "vdm" (tokens only)
     loss: str = "kl"  # "kl" = KL(P_target || P_draft); "ce" = cross-entropy on the text (ablation)
     hidden_layer: int = -1  # hidden_states index fed to EDD; -1 = the 4th-to-last layer
+    hidden_norm: bool = False  # pass the soft-prompt hidden states through the target's final norm (see edd.soft_prompt)
+    fuse: bool = True  # EDD: also add a projection of norm(h_{s-1}) to every draft token's embedding (edd.FusedEmbedding)
     block_min: int = 5  # dual-block length drawn from [block_min, block_max] at every step
     block_max: int = 10
     seq_len: int = 256
@@ -78,11 +80,15 @@ def sharegpt_chunks(tokenizer, seq_len: int, seed: int, n_chunks: int) -> list[l
 
 def draft_logits(draft, target, tokens: torch.Tensor, cfg: TrainConfig, hidden: Optional[torch.Tensor],
                  block: int, offset: int) -> torch.Tensor:
-    """Teacher-forced draft logits [B, T, V] at every token position."""
+    """Teacher-forced draft logits [B, T, V] at every token position (hidden: raw target states [B, T, H])."""
     if cfg.kind == "vdm":
         return draft(input_ids=tokens).logits
     b, t = tokens.shape
-    x = torch.cat([hidden, target.model.embed_tokens(tokens)], dim=1)  # [B, 2T, H]
+    embed = draft.model.embed_tokens
+    if isinstance(embed, FusedEmbedding):  # token i reads h_{s-1}, s its block start (zeros before the text)
+        newest = torch.cat([torch.zeros_like(hidden[:, :1]), hidden], dim=1)  # [B, T+1, H]: index s = h_{s-1}
+        embed.context = newest[:, block_starts(t, block, offset)]  # [B, T, H]
+    x = torch.cat([soft_prompt(draft, hidden, cfg.hidden_norm), embed(tokens)], dim=1)  # [B, 2T, H]
     pos = torch.cat([torch.arange(t), torch.arange(t)])[None].expand(b, 2 * t).to(tokens.device)
     mask = additive_mask(dual_block_allowed(t, block, offset), x.dtype).to(tokens.device)
     h = draft.model(inputs_embeds=x, attention_mask=mask.expand(b, 1, 2 * t, 2 * t), position_ids=pos).last_hidden_state
@@ -120,25 +126,31 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
     draft = one_layer_draft(target).train()
     for p in target.parameters():
         p.requires_grad_(False)
-    params = list(draft.model.layers[0].parameters())
+    fused = add_fusion(draft) if cfg.fuse and cfg.kind == "edd" else None
+    params = list(draft.model.layers[0].parameters()) + (list(fused.fuse.parameters()) if fused else [])
     opt = torch.optim.AdamW(params, lr=cfg.lr)
     state_path, log = work / "state.pt", []
     step, wall = 0, 0.0
     if state_path.exists():
         state = torch.load(state_path, weights_only=True)
         draft.model.layers[0].load_state_dict(state["layer"])
+        if fused:
+            fused.fuse.load_state_dict(state["fuse"])
         opt.load_state_dict(state["optim"])
         step, wall, log = state["step"], state["wall"], state["log"]
     elif init_from is not None:
         from safetensors.torch import load_file
 
-        shipped = {k.removeprefix("layer."): v.float() for k, v in load_file(str(init_from)).items()}
-        draft.model.layers[0].load_state_dict(shipped)
+        shipped = load_file(str(init_from))
+        draft.model.layers[0].load_state_dict({k.removeprefix("layer."): v.float() for k, v in shipped.items()
+                                               if k.startswith("layer.")})
+        if fused and "fuse.weight" in shipped:  # else the fusion starts at zero: the shipped draft's function
+            fused.fuse.weight.data.copy_(shipped["fuse.weight"].float())
         step = init_step
 
     def save():
         payload = {"layer": draft.model.layers[0].state_dict(), "hidden_layer": layer, "optim": opt.state_dict(),
-                   "step": step, "wall": wall, "log": log}
+                   "step": step, "wall": wall, "log": log, **({"fuse": fused.fuse.state_dict()} if fused else {})}
         atomic_write_bytes(state_path, _state_bytes(payload))
 
     chunks = sharegpt_chunks(tokenizer, cfg.seq_len, cfg.seed, cfg.steps * cfg.batch)
@@ -188,9 +200,12 @@ def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str,
     out_dir = out_dir or data_dir() / "drafts"
     out_dir.mkdir(parents=True, exist_ok=True)
     tensors = {f"layer.{k}": v.half().contiguous() for k, v in state["layer"].items()}
+    if "fuse" in state:
+        tensors["fuse.weight"] = state["fuse"]["weight"].half().contiguous()
     tmp = out_dir / f".{name}.safetensors.tmp"
     layer = cfg.hidden_layer if cfg.hidden_layer >= 0 else state["hidden_layer"]
-    save_file(tensors, str(tmp), metadata={"kind": cfg.kind, "hidden_layer": str(layer)})
+    save_file(tensors, str(tmp), metadata={"kind": cfg.kind, "hidden_layer": str(layer),
+                                           "hidden_norm": str(int(cfg.hidden_norm))})
     tmp.replace(out_dir / f"{name}.safetensors")
     card = {"name": name, "target": target_name, "config": asdict(cfg), "steps": state["step"],
             "tokens": state["step"] * cfg.batch * cfg.seq_len, "wall_s": round(state["wall"], 1),

@@ -13,7 +13,7 @@ from .dyspec import dyspec_greedy, dyspec_threshold
 from .eagle2 import eagle2_rerank
 from .entropy import entropy_branching, naive_width
 from .sequoia import sequoia_policy
-from .static import kary_policy, sequences_policy
+from .static import kary_policy, sequences_policy, static_shape, vct_policy
 
 REGISTRY: dict[str, Callable[..., Policy]] = {
     "ar": lambda: chain_policy(0),
@@ -21,6 +21,7 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
     "kary": kary_policy,
     "sequences": sequences_policy,
     "sequoia": sequoia_policy,
+    "vct": vct_policy,
     "entropy": entropy_branching,
     "naive_width": naive_width,
     "eagle2": eagle2_rerank,
@@ -67,4 +68,4 @@ def parse_strategy(spec: str) -> Policy:
 
 __all__ = ["Policy", "REGISTRY", "make_policy", "parse_strategy", "chain_policy", "kary_policy", "entropy_branching",
            "eagle2_rerank", "dyspec_greedy", "dyspec_threshold", "pct_prune", "cape_policy", "c2t_policy",
-           "sequences_policy", "sequoia_policy", "naive_width"]
+           "sequences_policy", "sequoia_policy", "naive_width", "vct_policy", "static_shape"]

@@ -3,15 +3,12 @@ accepted tokens under positional acceptance probabilities p_1 ≥ p_2 ≥ … (t
 node is accepted with probability p_k), found by dynamic programming."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-import torch
 
 from ..errors import SpectreeError
-from ..tree import DraftTree, Nodes
-from .base import Policy
+from .static import StaticShapePolicy, static_shape
 
 RankPath = tuple[int, ...]  # ranks from the root's child down to the node
 
@@ -54,21 +51,7 @@ def acceptance_vector(logbook: list, k: int) -> list[float]:
     return (accepted / max(parents, 1)).round(4).tolist()
 
 
-@dataclass
-class SequoiaPolicy(Policy):
-    shape: frozenset = field(default_factory=frozenset, repr=False)  # rank paths of the tree
-
-    name = "sequoia"
-
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
-        keep = []
-        for parent, rank in zip(cand.parents.tolist(), cand.rank.tolist()):
-            path = tuple(tree.rank[tree.path_to(parent)[1:]].tolist()) + (rank,)
-            keep.append(path in self.shape)
-        return torch.tensor(keep, dtype=torch.bool)
-
-
-def sequoia_policy(n: int = 32, p: str = "0.6/0.15/0.07/0.04/0.03/0.02/0.015/0.01") -> SequoiaPolicy:
+def sequoia_policy(n: int = 32, p: str = "0.6/0.15/0.07/0.04/0.03/0.02/0.015/0.01") -> StaticShapePolicy:
     """The DP-optimal static tree of n draft tokens for the acceptance vector p ('/'-separated, so it fits
     a strategy spec; measure it on a logbook with `acceptance_vector`)."""
     try:
@@ -78,9 +61,9 @@ def sequoia_policy(n: int = 32, p: str = "0.6/0.15/0.07/0.04/0.03/0.02/0.015/0.0
     if not probs or any(not 0.0 <= q <= 1.0 for q in probs):
         raise SpectreeError(f"sequoia: every acceptance probability must be in [0, 1], got {probs}")
     _, paths = sequoia_tree(probs, n + 1)
-    depth = max((len(q) for q in paths), default=0)
-    width = max((q[-1] + 1 for q in paths), default=1)
-    return SequoiaPolicy(K=width, d_max=depth, shape=frozenset(paths))
+    policy = static_shape(paths)
+    policy.name = "sequoia"
+    return policy
 
 
 __all__ = ["sequoia_tree", "acceptance_vector", "sequoia_policy"]

@@ -1,7 +1,7 @@
 """Static trees: the same shape at every step."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -35,3 +35,57 @@ class SequencesPolicy(Policy):
 def sequences_policy(k: int = 4, d: int = 5) -> SequencesPolicy:
     """SpecInfer-style: k draft sequences that share the root and differ in their first token."""
     return SequencesPolicy(K=k, d_max=d)
+
+
+SiblingPath = tuple[int, ...]  # offer order of each node among its siblings, from the root's child down
+
+
+def sibling_order(parents: torch.Tensor) -> torch.Tensor:
+    """long [n]: each candidate's index among the candidates with the same parent, in offer order — the
+    rank under greedy drafting, the sample order under stochastic drafting. Offers list siblings contiguously."""
+    idx = torch.arange(len(parents))
+    change = torch.ones(len(parents), dtype=torch.bool)
+    change[1:] = parents[1:] != parents[:-1]
+    group = change.cumsum(0) - 1  # [n] which run of equal parents
+    return idx - idx[change][group]
+
+
+@dataclass
+class StaticShapePolicy(Policy):
+    """A fixed tree given as the sibling-order paths of its nodes. Decides before seeing any sampled value,
+    so multi-branch stochastic verification stays lossless on it."""
+
+    shape: frozenset = field(default_factory=frozenset, repr=False)  # SiblingPaths of the draft nodes
+
+    name = "static"
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._paths: dict[int, SiblingPath] = {}  # tree node → its sibling path (the tree being grown)
+
+    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
+        if bool((tree.depth[cand.parents] == 0).all()):  # first layer of a new tree (or forest)
+            self._paths = {}
+        paths = [self._paths.get(p, ()) + (j,) for p, j in zip(cand.parents.tolist(), sibling_order(cand.parents).tolist())]
+        keep = torch.tensor([q in self.shape for q in paths], dtype=torch.bool)
+        kept = [q for q, k in zip(paths, keep.tolist()) if k]
+        self._paths.update(zip(range(len(tree), len(tree) + len(kept)), kept))  # indices `tree.add` gives them
+        return keep
+
+
+def static_shape(paths) -> StaticShapePolicy:
+    """The static policy for a set of sibling paths (K and depth sized to fit)."""
+    paths = frozenset(tuple(q) for q in paths)
+    return StaticShapePolicy(K=max((q[-1] + 1 for q in paths), default=1), d_max=max(map(len, paths), default=0),
+                             shape=paths)
+
+
+def tree_shape(tree: DraftTree) -> frozenset:
+    """The sibling paths of a greedy tree's nodes (its ranks along each path): its shape, as a static policy reads it."""
+    return frozenset(tuple(tree.rank[tree.path_to(i)[1:]].tolist()) for i in range(1, len(tree)))
+
+
+def vct_policy(w: int = 3, d: int = 5) -> StaticShapePolicy:
+    """VCT (EDD Table 2's vanilla chain tree): w sequences that differ in their first token, each
+    continued greedily to depth d."""
+    return static_shape([(j,) + (0,) * k for j in range(w) for k in range(d)])

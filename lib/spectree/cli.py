@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="score strategies on a logbook without a model")
     rp.add_argument("logbook", type=Path)
     rp.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
+    rp.add_argument("--min-trees", type=int, default=0,
+                    help="repeat the logbook until it holds this many trees (to time replay at scale)")
     rp.add_argument("--json", type=Path)
     return parser
 
@@ -137,16 +139,27 @@ def cmd_log(args) -> int:
 
 
 def cmd_replay(args) -> int:
+    import time
+
+    from .fastreplay import Forest, fast_replay, tile
     from .logbook import read_logbook
-    from .replay import replay, summarize
+    from .replay import summarize
     from .strategies import parse_strategy
 
+    if args.min_trees < 0:
+        raise SpectreeError(f"--min-trees must be >= 0, got {args.min_trees}")
     policies = {s: parse_strategy(s) for s in args.strategies}
-    logbook = read_logbook(args.logbook)
+    logbook = tile(read_logbook(args.logbook), args.min_trees)
+    t0 = time.perf_counter()
+    forest = Forest.of(logbook)
+    print(f"{forest.n_trees} logged trees ({len(logbook)} prompts), node table built in "
+          f"{time.perf_counter() - t0:.2f} s")
     rows = []
     for spec, policy in policies.items():
         try:
-            rows.append({"strategy": spec, **summarize(replay(logbook, policy))})
+            t0 = time.perf_counter()
+            steps = fast_replay(logbook, policy, forest)
+            rows.append({"strategy": spec, **summarize(steps), "seconds": time.perf_counter() - t0})
         except SpectreeError as err:  # one policy outside the logged tree does not stop the others
             print(f"{spec}: not replayable on this logbook: {err}", file=sys.stderr)
     import pandas as pd

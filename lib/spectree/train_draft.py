@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -59,12 +60,16 @@ class TrainConfig:
 
 def sharegpt_chunks(tokenizer, seq_len: int, seed: int, n_chunks: int) -> list[list[int]]:
     """`n_chunks` token windows of length seq_len from chat-templated ShareGPT conversations, in an
-    order fixed by `seed` (conversations shuffled, each cut into consecutive windows)."""
+    order fixed by `seed` (conversations shuffled, each cut into consecutive windows). Tokenising takes
+    minutes, so the windows are cached (data/cache/train/, atomic .npy) for the next run or resume."""
+    path = cache_dir() / "train" / f"sharegpt-chunks-{seq_len}-{seed}-{n_chunks}.npy"
+    if path.exists():
+        return np.load(path).tolist()
     conversations, _ = load_sharegpt_conversations()
     order = list(range(len(conversations)))
     random.Random(seed).shuffle(order)
     chunks: list[list[int]] = []
-    for idx in order:
+    for idx in tqdm(order, desc="tokenising ShareGPT", unit="conv", leave=False):
         turns = conversations[idx].get("conversations") or []
         if not turns:
             continue
@@ -75,7 +80,11 @@ def sharegpt_chunks(tokenizer, seq_len: int, seed: int, n_chunks: int) -> list[l
         chunks += [ids[i:i + seq_len] for i in range(0, len(ids) - seq_len + 1, seq_len)]
         if len(chunks) >= n_chunks:
             break
-    return chunks[:n_chunks]
+    chunks = chunks[:n_chunks]
+    buf = io.BytesIO()
+    np.save(buf, np.array(chunks, dtype=np.int32).reshape(len(chunks), seq_len))
+    atomic_write_bytes(path, buf.getvalue())
+    return chunks
 
 
 def draft_logits(draft, target, tokens: torch.Tensor, cfg: TrainConfig, hidden: Optional[torch.Tensor],

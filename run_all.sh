@@ -7,5 +7,13 @@ cd "$(dirname "$0")"
 NOTEBOOKS=(
   00_quickstart.ipynb
   01_train_drafts.ipynb
+  02_tree_strategies.ipynb
+  03_speed_benchmark.ipynb
+  04_entropy_rank.ipynb
+  05_calibration.ipynb
+  06_acceptance_vs_probability.ipynb
+  07_entropy_match.ipynb
+  08_classifier_surfaces.ipynb
+  09_block_sparsity.ipynb
 )
 exec .venv/bin/python -m spectree.runner --notebooks "${NOTEBOOKS[@]}" "$@"

@@ -51,6 +51,7 @@ class Run:
     gamma_sum: int
     draft_s: float
     verify_s: float
+    tree_s: float = 0.0
 
 
 def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new_tokens: int,
@@ -85,7 +86,8 @@ def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new
             g = speculative_generate(target, draft, ids, policy, max_new_tokens, sampling, (eos,), gen)
             runs.append(Run(name, prompt.key, prompt.category, g.tokens, g.wall_s, g.n_forwards,
                             sum(s.tau for s in g.steps), sum(s.gamma for s in g.steps),
-                            sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps)))
+                            sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps),
+                            sum(s.tree_s for s in g.steps)))
     return runs
 
 
@@ -99,15 +101,18 @@ def summarize_runs(runs: list[Run]) -> pd.DataFrame:
     agg = df.groupby("strategy", sort=False).agg(
         tokens=("n_tokens", "sum"), seconds=("seconds", "sum"), forwards=("forwards", "sum"),
         tau_sum=("tau_sum", "sum"), gamma_sum=("gamma_sum", "sum"), draft_s=("draft_s", "sum"),
-        verify_s=("verify_s", "sum"), exact=("exact", "mean"))
+        verify_s=("verify_s", "sum"), tree_s=("tree_s", "sum"), exact=("exact", "mean"))
     agg["tokens_per_s"] = agg.tokens / agg.seconds
     agg["speedup"] = agg.tokens_per_s / agg.loc[HF, "tokens_per_s"]
     agg["tau"] = agg.tau_sum / agg.forwards
     agg["gamma"] = agg.gamma_sum / agg.forwards
     agg["draft_frac"] = agg.draft_s / agg.seconds
+    agg["verify_frac"] = agg.verify_s / agg.seconds
+    agg["tree_frac"] = agg.tree_s / agg.seconds  # tree construction's share of the decoding time
+    agg["ms_per_token"] = 1000 * agg.seconds / agg.tokens
     agg = agg.reset_index()
     return agg[["strategy", "tokens_per_s", "speedup", "tau", "gamma", "tokens", "forwards", "seconds",
-                "draft_frac", "exact"]]
+                "ms_per_token", "draft_frac", "verify_frac", "tree_frac", "exact"]]
 
 
 @dataclass

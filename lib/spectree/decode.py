@@ -23,8 +23,9 @@ from .verify import verify
 class StepStats:
     tau: int  # tokens committed by this target forward (accepted + 1)
     gamma: int  # draft tokens verified by this forward
-    draft_s: float
+    draft_s: float  # drafting: draft model forwards + tree construction (+ advancing the draft's cache)
     verify_s: float
+    tree_s: float = 0.0  # tree construction alone: candidate features and the policy's decisions
     accepted: list[int] = field(default_factory=list)  # accepted node indices of the tree (root excluded)
     tree: Optional[DraftTree] = None  # kept when asked (replay checks, figures)
 
@@ -71,6 +72,7 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
     tail = 1  # tokens committed by the last step (where a new EOS can be)
     while len(gen.tokens) < max_new_tokens and not any(t in eos_ids for t in gen.tokens[-tail:]):
         t0 = time.perf_counter()
+        model_s = drf.lm.forward_s if drf else 0.0
         if drf:
             tree = drf.draft(seq[-1], root_logits, len(seq), policy, sampling, generator)
         else:
@@ -85,7 +87,8 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
         seq += new
         gen.tokens += new
         tail = len(new)
-        gen.steps.append(StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, verdict.accepted,
+        tree_s = (t1 - t0) - ((drf.lm.forward_s - model_s) if drf else 0.0)
+        gen.steps.append(StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, tree_s, verdict.accepted,
                                    tree if keep_trees else None))
         if drf and len(gen.tokens) < max_new_tokens:
             root_logits = drf.advance(new, _hidden(out, hidden_layer, path))

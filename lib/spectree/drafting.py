@@ -4,6 +4,7 @@ their features, and a policy (`spectree.strategies`) decides which to keep. Poli
 """
 from __future__ import annotations
 
+import time
 from typing import Callable, Optional
 
 import torch
@@ -33,7 +34,14 @@ class CachedLM:
 
     def __init__(self, model: PreTrainedModel):
         self.model = model
+        self.forward_s = 0.0  # wall time spent in model forwards (the rest of drafting is tree construction)
         self.reset()
+
+    def _forward(self, inputs, positions, allowed, output_hidden_states):
+        t0 = time.perf_counter()
+        out = forward_with_mask(self.model, self.cache, inputs, positions, allowed, output_hidden_states)
+        self.forward_s += time.perf_counter() - t0
+        return out
 
     def reset(self) -> None:
         self.cache = DynamicCache(config=self.model.config)
@@ -44,8 +52,8 @@ class CachedLM:
         """Append committed entries (token ids [k] or embeddings [k, H]), causally; returns the model
         output (logits [1, k, V])."""
         k = int(tokens.shape[0])
-        out = forward_with_mask(self.model, self.cache, tokens, self.committed + torch.arange(k),
-                                causal_allowed(cache_len(self.cache), k), output_hidden_states)
+        out = self._forward(tokens, self.committed + torch.arange(k), causal_allowed(cache_len(self.cache), k),
+                            output_hidden_states)
         self.committed += k
         return out
 
@@ -58,8 +66,7 @@ class CachedLM:
             self.slots = torch.cat([self.slots, torch.full((n - len(self.slots),), -1, dtype=torch.long)])
         self.slots[nodes] = start + torch.arange(m)
         allowed = tree_allowed(tree.ancestor_mask()[nodes], self.committed, self.slots, start + m)
-        return forward_with_mask(self.model, self.cache, tree.tokens[nodes], tree.position_ids()[nodes],
-                                 allowed, output_hidden_states)
+        return self._forward(tree.tokens[nodes], tree.position_ids()[nodes], allowed, output_hidden_states)
 
     def rollback(self) -> None:
         """Forget every tree node fed since the last commit."""

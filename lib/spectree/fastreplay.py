@@ -137,8 +137,9 @@ def _c2t_select(policy: C2TPolicy) -> Select:
         with torch.inference_mode():
             conf = policy.classifier.confidence(f.nodes(rows)).numpy()
         keep = first & (conf > policy.beta)
-        if policy.topk:
-            keep &= rank_in_group(f.tree[rows], -np.where(keep, conf, -1.0)) < policy.topk
+        if policy.topk:  # the tree budget left in each tree, filled by confidence
+            room = policy.topk - (np.bincount(f.tree[kept], minlength=f.n_trees) - 1)
+            keep &= rank_in_group(f.tree[rows], -np.where(keep, conf, -1.0)) < room[f.tree[rows]]
         return keep
     return select
 

@@ -31,6 +31,9 @@ from .strategies.logtree import logtree_policy
 from .tree import NODE_FIELDS, DraftTree, Nodes
 
 
+LOG_FORMAT = 2  # 2: the beam grows from the previous beam only (strategies.logtree)
+
+
 @dataclass(frozen=True)
 class LogConfig:
     pair: str = "smollm2-layerskip"
@@ -50,7 +53,8 @@ class LogConfig:
         return logtree_policy(self.K, self.d_max, self.beam, self.b_env, self.d_env)
 
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        """Names the logbook folder: the config plus the logbook format (bumped when what is logged changes)."""
+        return hashlib.sha256(json.dumps({**asdict(self), "format": LOG_FORMAT}, sort_keys=True).encode()).hexdigest()[:10]
 
 
 @dataclass

@@ -36,7 +36,7 @@ class TrainConfig:
     loss: str = "kl"  # "kl" = KL(P_target || P_draft); "ce" = cross-entropy on the text (ablation)
     hidden_layer: int = -1  # hidden_states index fed to EDD; -1 = the 4th-to-last layer
     hidden_norm: bool = False  # pass the soft-prompt hidden states through the target's final norm (see edd.soft_prompt)
-    fuse: bool = True  # EDD: also add a projection of norm(h_{s-1}) to every draft token's embedding (edd.FusedEmbedding)
+    fuse: bool = False  # EDD: also add a projection of norm(h_{s-1}) to every draft token's embedding (edd.FusedEmbedding)
     block_min: int = 5  # dual-block length drawn from [block_min, block_max] at every step
     block_max: int = 10
     seq_len: int = 256

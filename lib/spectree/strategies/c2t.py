@@ -15,7 +15,7 @@ from .eagle2 import top_by_joint
 class C2TPolicy(Policy):
     classifier: Optional[torch.nn.Module] = field(default=None, repr=False)
     beta: float = 0.5  # β: keep a node if its confidence C = F(P, H, d) exceeds β
-    topk: int = 0  # second pruning: keep at most this many nodes per layer by confidence (0 = off)
+    topk: int = 0  # second pruning: at most this many draft nodes in the tree, the most confident first (0 = off)
 
     name = "c2t"
     probabilities = ("beta",)
@@ -24,10 +24,11 @@ class C2TPolicy(Policy):
         first = top_by_joint(cand.joint, cand.depth, self.K)  # topK(M_d(N)): the K likeliest children
         conf = self.classifier.confidence(cand)
         keep = first & (conf > self.beta)
-        if self.topk and int(keep.sum()) > self.topk:
+        room = self.topk - (len(tree) - 1)  # tree budget left; filled layer by layer, so it stays connected
+        if self.topk and int(keep.sum()) > room:
             conf = torch.where(keep, conf, torch.full_like(conf, -1.0))
             keep = torch.zeros_like(keep)
-            keep[conf.topk(self.topk).indices] = True
+            keep[conf.topk(max(room, 0)).indices] = True
         return keep
 
 

@@ -2,8 +2,9 @@
 score other policies exactly.
 
 Every expanded node offers its top-K children (all kept and stored). The nodes expanded at the next
-layer are the top-`beam` of the layer by joint probability (EAGLE-2 / C2T's full expansion, K = 10,
-d_max = 11), plus an envelope that keeps static shapes replayable: every node whose path ranks are all
+layer are the beam — the top-`beam` by joint probability among the children of the previous layer's beam
+(EAGLE-2's expansion: with beam = K it is exactly EAGLE-2's top-K per layer; C2T's full trees use K = 10,
+d_max = 11) — plus an envelope that keeps static shapes replayable: every node whose path ranks are all
 < b_env at depth < d_env (k-ary trees up to b_env × d_env), and the rank-0 chain at every depth.
 """
 from __future__ import annotations
@@ -35,8 +36,15 @@ class LogTreePolicy(Policy):
         return torch.ones(len(cand), dtype=torch.bool)
 
     def expand(self, tree: DraftTree, new: torch.Tensor) -> torch.Tensor:
+        if bool((tree.depth[new] == 1).all()):  # a new tree: the root is the beam
+            self._beam = torch.zeros(1, dtype=torch.bool)
+            self._beam[0] = True
+        self._beam = torch.cat([self._beam, torch.zeros(len(tree) - len(self._beam), dtype=torch.bool)])
+        eligible = self._beam[tree.parents[new]]  # children of the previous layer's beam
+        joint = torch.where(eligible, tree.joint[new], torch.full_like(tree.joint[new], -1.0))
         top = torch.zeros(len(new), dtype=torch.bool)
-        top[tree.joint[new].topk(min(self.beam, len(new))).indices] = True
+        top[joint.topk(min(self.beam, int(eligible.sum()))).indices] = True
+        self._beam[new[top]] = True
         max_rank = path_max_rank(tree)[new]
         in_env = (max_rank < self.b_env) & (tree.depth[new] < self.d_env)
         return top | in_env | (max_rank == 0)

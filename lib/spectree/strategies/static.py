@@ -85,7 +85,9 @@ def tree_shape(tree: DraftTree) -> frozenset:
     return frozenset(tuple(tree.rank[tree.path_to(i)[1:]].tolist()) for i in range(1, len(tree)))
 
 
-def vct_policy(w: int = 3, d: int = 5) -> StaticShapePolicy:
-    """VCT (EDD Table 2's vanilla chain tree): w sequences that differ in their first token, each
-    continued greedily to depth d."""
-    return static_shape([(j,) + (0,) * k for j in range(w) for k in range(d)])
+def vct_policy(w: int = 3, d: int = 5) -> KaryPolicy:
+    """VCT, EDD's "vanilla candidate tree": every node expanded with its top-w children, depth d (3, 5 in
+    EDD Table 2: a full 3-ary tree of 363 draft tokens)."""
+    policy = KaryPolicy(K=w, d_max=d)
+    policy.name = "vct"
+    return policy

@@ -1,0 +1,40 @@
+"""Figures of the live speed benchmark (seaborn PNG; plotly where a figure is worth rotating/hovering)."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+
+
+def plot_speedups(table: pd.DataFrame, ax: Optional[Axes] = None, title: str = "") -> Axes:
+    """Horizontal bars: speedup over HF generate per method (1 = HF), τ and γ in the labels."""
+    t = table.sort_values("speedup")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 0.35 * len(t) + 1))
+    labels = [f"{m}  (τ {a:.2f}, γ {g:.1f})" for m, a, g in zip(t.method, t.tau, t.gamma)]
+    sns.barplot(x=t.speedup.to_numpy(), y=labels, hue=labels, ax=ax, palette="viridis", legend=False)
+    ax.axvline(1.0, color="k", lw=0.8, ls="--")
+    ax.set(xlabel="speedup over HF generate (tokens/s ratio, same run)", ylabel="", title=title)
+    return ax
+
+
+def plot_time_split(table: pd.DataFrame, ax: Optional[Axes] = None) -> Axes:
+    """Stacked shares of decoding time: draft model, tree construction, verification."""
+    t = table[table.forwards > 0].set_index("method")
+    split = pd.DataFrame({"draft model": t.draft_frac - t.tree_frac, "tree construction": t.tree_frac,
+                          "verification": t.verify_frac})
+    ax = split.plot.barh(stacked=True, ax=ax, figsize=(7, 0.35 * len(t) + 1), colormap="Set2")
+    ax.set(xlabel="share of decoding time", ylabel="")
+    return ax
+
+
+def plotly_per_prompt(df: pd.DataFrame, title: str = "per prompt: time saved vs wasted work") -> Any:
+    """Gunjur Fig. 5/6: each prompt's time saved against HF generate vs its unaccepted candidates per token."""
+    import plotly.express as px
+
+    return px.scatter(df, x="wasted_per_token", y="time_saved", color="strategy", hover_data=["prompt", "category"],
+                      labels={"wasted_per_token": "unaccepted candidates per token", "time_saved": "time saved vs HF"},
+                      title=title)

@@ -1,0 +1,131 @@
+"""Block sparsity of the tree attention mask (DySpec App. C) and C2T classifier surfaces, on cases small
+enough to count by hand."""
+import numpy as np
+import pytest
+import torch
+
+from spectree import sparsity, surfaces
+from spectree.treeattn import additive_mask
+
+from helpers import make_tree
+
+#  0 ─ 1 ─ 3 ─ 5      two chains, stored layer by layer (BFS) as grow_tree stores them
+#  └── 2 ─ 4 ─ 6
+TWO_CHAINS = [-1, 0, 0, 1, 2, 3, 4]
+
+
+def test_block_count_on_a_hand_drawn_mask():
+    allowed = torch.zeros(4, 6, dtype=torch.bool)
+    allowed[0, 0] = allowed[2, 5] = True
+    assert sparsity.nonzero_blocks(allowed, 2).tolist() == [[True, False, False], [False, False, True]]
+    assert sparsity.block_count(allowed, 2) == 2
+    assert sparsity.nonzero_blocks(allowed, 4).tolist() == [[True, True]]  # edge tiles padded with False
+    assert sparsity.block_count(torch.ones(5, 5, dtype=torch.bool), 4) == 4
+
+
+def test_chain_mask_with_prefix_counts_lower_triangular_tiles():
+    chain = make_tree([-1, 0, 1, 2, 3, 4, 5, 6])
+    assert sparsity.block_count(sparsity.verify_mask(chain, 0), 4) == 3  # (0,0) (1,0) (1,1)
+    assert sparsity.block_count(sparsity.verify_mask(chain, 4), 4) == 5  # + one prefix tile per row tile
+    assert sparsity.dfs_tree(chain).parents.tolist() == chain.parents.tolist()
+
+
+def test_verify_mask_is_prefix_then_ancestors():
+    tree = make_tree(TWO_CHAINS)
+    mask = sparsity.verify_mask(tree, 3)
+    assert mask.shape == (7, 10) and bool(mask[:, :3].all())
+    assert torch.equal(mask[:, 3:], tree.ancestor_mask())
+
+
+def test_dfs_order_makes_each_chain_contiguous_and_saves_blocks():
+    tree = make_tree(TWO_CHAINS)
+    dfs = sparsity.dfs_tree(tree)
+    assert dfs.parents.tolist() == [-1, 0, 1, 2, 0, 4, 5]
+    assert dfs.tokens.tolist() == [100, 101, 103, 105, 102, 104, 106]
+    # block 2, by hand: BFS row tiles touch 1 + 2 + 3 + 4 column tiles, DFS ones 1 + 2 + 2 + 3
+    assert sparsity.count_orders(tree, [0], block=2)[0] == {
+        "nodes": 7, "depth": 3, "prefix": 0, "original": 10, "dfs": 8, "ratio": 10 / 8}
+
+
+def test_dfs_order_puts_every_subtree_in_one_run_of_indices():
+    dfs = sparsity.dfs_tree(sparsity.random_tree(300, torch.Generator().manual_seed(1)))
+    below = dfs.ancestor_mask()  # below[j, i]: i is j or an ancestor of j
+    for i in range(len(dfs)):
+        members = below[:, i].nonzero().flatten()
+        assert members.tolist() == list(range(i, i + len(members)))
+
+
+def test_random_tree_is_seeded_layered_and_sized():
+    a = sparsity.random_tree(500, torch.Generator().manual_seed(3))
+    b = sparsity.random_tree(500, torch.Generator().manual_seed(3))
+    assert len(a) == 500 and torch.equal(a.parents, b.parents)
+    assert bool((a.parents[1:] < torch.arange(1, 500)).all())
+    assert bool((a.depth[1:] >= a.depth[:-1]).all())  # layer by layer
+    assert a.joint.sum() <= len(a) and bool((a.joint[1:] <= a.joint[a.parents[1:]]).all())
+
+
+def test_block_sparse_attention_equals_dense_masked_sdpa_in_both_orders():
+    gen = torch.Generator().manual_seed(0)
+    tree = sparsity.random_tree(90, gen)
+    dfs = sparsity.dfs_tree(tree)
+    prefix, order = 13, tree.dfs_order()
+    q, k, v = (torch.randn(1, 3, n, 8, generator=gen) for n in (90, 103, 103))
+    dense = sparsity.dense_attention(q, k, v, additive_mask(sparsity.verify_mask(tree, prefix), q.dtype))
+    sparse = sparsity.block_sparse_attention(q, k, v, sparsity.sparse_plan(sparsity.verify_mask(tree, prefix), 16))
+    assert torch.allclose(dense, sparse, atol=1e-5)
+    keys = torch.cat([torch.arange(prefix), prefix + order])  # the DFS layout of the same keys
+    dfs_out = sparsity.dense_attention(q[:, :, order], k[:, :, keys], v[:, :, keys],
+                                       additive_mask(sparsity.verify_mask(dfs, prefix), q.dtype))
+    assert torch.allclose(dfs_out, dense[:, :, order], atol=1e-5)
+
+
+def test_timing_table_has_both_orders_and_equal_block_ratios():
+    times = sparsity.time_orders([40], reps=1, heads=2, head_dim=8, block=8, device=torch.device("cpu"))
+    assert sorted(times.order) == ["dfs", "original"] and bool((times.dense_ms > 0).all())
+    ratios = sparsity.timing_ratios(times)
+    assert ratios.blocks.iloc[0] >= 1.0
+
+
+def test_hand_set_classifier_is_the_linear_form():
+    model = surfaces.hand_set_classifier(2.0, -0.5, 0.25, bias=1.0)
+    logit, conf = surfaces.outputs(model, [0.5, 1.0], [2.0, 0.0], [4.0, 8.0])
+    assert logit.tolist() == pytest.approx([2 * 0.5 - 0.5 * 2 + 0.25 * 4 + 1, 2 + 2 + 1])
+    assert conf == pytest.approx(1 / (1 + np.exp(-logit)))
+
+
+def test_random_points_cover_the_papers_ranges():
+    pts = surfaces.random_points(2000, seed=0)
+    assert pts.P.between(0, 1).all() and pts.H.between(0, 10).all()
+    assert set(pts.d.unique()) == set(range(11))
+
+
+def _claims(model):
+    pdep = surfaces.partial_dependence(model, surfaces.random_points(300), grid=11)
+    claims = surfaces.surface_claims(pdep, surfaces.surface_table(model, 25))
+    return {c["name"].split(" (")[0]: c["verdict"] for c in claims}
+
+
+def test_verdicts_of_a_classifier_built_like_the_papers_reading():
+    verdicts = _claims(surfaces.hand_set_classifier(8.0, 0.3, -0.4, bias=-3.0))
+    assert set(verdicts.values()) == {"holds"}, verdicts
+
+
+def test_verdicts_flip_when_entropy_and_depth_act_the_other_way():
+    verdicts = _claims(surfaces.hand_set_classifier(8.0, -0.3, 0.4, bias=-3.0))
+    assert verdicts["joint probability P dominates the classifier"] == "holds"
+    assert verdicts["high entropy raises confidence at low P"] == "does not hold"
+    assert verdicts["shallower depth raises confidence at low P"] == "does not hold"
+
+
+def test_flat_features_are_inconclusive_and_a_weak_p_does_not_dominate():
+    verdicts = _claims(surfaces.hand_set_classifier(6.0, 0.0, 0.0))
+    assert verdicts["high entropy raises confidence at low P"] == "inconclusive"
+    assert verdicts["shallower depth raises confidence at low P"] == "inconclusive"
+    verdicts = _claims(surfaces.hand_set_classifier(0.1, 0.0, -1.0))
+    assert verdicts["joint probability P dominates the classifier"] == "does not hold"
+
+
+def test_scatter_colour_is_min_max_normalised_logit():
+    scatter = surfaces.scatter_table(surfaces.hand_set_classifier(3.0, 0.1, -0.2), n=200)
+    assert scatter.colour.min() == pytest.approx(0) and scatter.colour.max() == pytest.approx(1)
+    assert np.corrcoef(scatter.colour, scatter.logit)[0, 1] == pytest.approx(1)

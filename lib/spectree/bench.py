@@ -7,7 +7,9 @@ load hits all methods alike.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
+from typing import Optional
 
 import pandas as pd
 import torch
@@ -16,7 +18,7 @@ from transformers import PreTrainedModel
 
 from .data import Prompt, chat_ids
 from .decode import speculative_generate, truncate
-from .errors import SpectreeError
+from .errors import SpectreeError, TreeTooLarge
 from .sampling import Sampling
 from .strategies import parse_strategy
 
@@ -56,9 +58,10 @@ class Run:
 
 def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new_tokens: int,
                    sampling: Sampling = Sampling(), seed: int = 0, warmup: bool = True,
-                   hf_assisted: bool = False) -> list[Run]:
+                   hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None) -> list[Run]:
     """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
-    standalone draft) and each strategy; one `Run` per (prompt, method)."""
+    standalone draft) and each strategy; one `Run` per (prompt, method). A strategy whose trees outgrow
+    `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped`."""
     target, draft, tok = models
     assistant = draft if hf_assisted and isinstance(draft, PreTrainedModel) else None
     if hf_assisted and assistant is None:
@@ -67,12 +70,24 @@ def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new
     policies = {s: parse_strategy(s) for s in strategies}
     eos = tok.eos_token_id
     gen = torch.Generator().manual_seed(seed)
+    runs: list[Run] = []
+
+    def decode(name: str, ids: list[int], n: int):
+        try:
+            return speculative_generate(target, draft, ids, policies[name], n, sampling, (eos,), gen)
+        except TreeTooLarge as err:
+            warnings.warn(f"skipping {name}: {err}")
+            del policies[name]
+            runs[:] = [r for r in runs if r.strategy != name]
+            if skipped is not None:
+                skipped[name] = str(err)
+            return None
+
     if warmup and prompts:
         ids = chat_ids(tok, prompts[0].text)
         hf_generate(target, ids, 4, sampling, eos)
-        for policy in policies.values():
-            speculative_generate(target, draft, ids, policy, 4, sampling, (eos,), gen)
-    runs = []
+        for name in list(policies):
+            decode(name, ids, 4)
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):
         ids = chat_ids(tok, prompt.text)
         t0 = time.perf_counter()
@@ -82,8 +97,10 @@ def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new
             t0 = time.perf_counter()
             out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed, assistant)
             runs.append(Run(HF_ASSISTED, prompt.key, prompt.category, out, time.perf_counter() - t0, 0, 0, 0, 0.0, 0.0))
-        for name, policy in policies.items():
-            g = speculative_generate(target, draft, ids, policy, max_new_tokens, sampling, (eos,), gen)
+        for name in list(policies):
+            g = decode(name, ids, max_new_tokens)
+            if g is None:
+                continue
             runs.append(Run(name, prompt.key, prompt.category, g.tokens, g.wall_s, g.n_forwards,
                             sum(s.tau for s in g.steps), sum(s.gamma for s in g.steps),
                             sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps),

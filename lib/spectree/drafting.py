@@ -10,6 +10,7 @@ from typing import Callable, Optional
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from .errors import TreeTooLarge
 from .sampling import Sampling, entropy, topm_entropy
 from .strategies.base import Policy
 from .tree import DraftTree, Nodes
@@ -140,6 +141,9 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
     dists: dict[int, torch.Tensor] = {}
 
     def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
+        if policy.max_nodes is not None and len(tree) + len(frontier) * policy.K > policy.max_nodes:
+            raise TreeTooLarge(f"{policy.name}: the next layer would offer {len(frontier) * policy.K} candidates on "
+                               f"top of {len(tree)} nodes (limit {policy.max_nodes}); the draft is too uncertain for it")
         is_root = len(tree) == 1
         logits = root_logits[None] if is_root else drafter.feed_tree(tree, frontier).logits[0]  # [f, V]
         cand, warped = child_candidates(tree, frontier, logits, policy.K, sampling, generator)

@@ -9,7 +9,7 @@ subtree (e.g. rerank top-N).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 import torch
 
@@ -24,6 +24,9 @@ class Policy:
 
     name = "policy"
     probabilities: ClassVar[tuple[str, ...]] = ()  # parameters that are probabilities (validated to lie in [0, 1])
+    # live drafting stops (errors.TreeTooLarge) rather than offer more candidates than this: a policy meant
+    # for a confident draft can ask a weak one for thousands of nodes a CPU verifies for minutes
+    max_nodes: ClassVar[Optional[int]] = 1024
 
     def __post_init__(self):
         if self.K < 1:

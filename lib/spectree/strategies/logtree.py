@@ -31,6 +31,7 @@ class LogTreePolicy(Policy):
     d_env: int = 4
 
     name = "logtree"
+    max_nodes = None  # the logbook's tree is as large as its config asks
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         return torch.ones(len(cand), dtype=torch.bool)

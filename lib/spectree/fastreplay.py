@@ -8,7 +8,7 @@ here); policies without a vectorised rule fall back to it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 import numpy as np
@@ -40,6 +40,15 @@ class Forest:
     tree_prompt: np.ndarray  # [n_trees] index into the logbook
     tree_position: np.ndarray  # [n_trees]
     logbook: list[LoggedPrompt]
+    layers: list[np.ndarray] = field(default_factory=list)  # rows at each depth
+    has_kids: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [N] expanded in the logbook
+
+    def __post_init__(self):
+        depth, parents = self.cols["depth"], self.cols["parents"]
+        order = np.argsort(depth, kind="stable")
+        bounds = np.searchsorted(depth[order], np.arange(int(depth.max(initial=0)) + 2))
+        self.layers = [order[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1)]
+        self.has_kids = np.bincount(parents[parents >= 0], minlength=len(parents)) > 0
 
     @staticmethod
     def of(logbook: list[LoggedPrompt]) -> "Forest":
@@ -66,7 +75,11 @@ class Forest:
 def rank_in_group(group: np.ndarray, *keys: np.ndarray) -> np.ndarray:
     """long [n]: each element's 0-based place within its group when sorted by `keys` (first key first;
     ties keep the input order)."""
-    order = np.lexsort((np.arange(len(group)), *reversed(keys), group))
+    if len(keys) == 1 and len(group) and keys[0].min() > -1.0 and keys[0].max() <= 0.0:
+        # one probability-like key in [-1, 0]: a single stable sort on group + key (4x faster than lexsort)
+        order = np.argsort(group * 2.0 + keys[0].astype(np.float64), kind="stable")
+    else:
+        order = np.lexsort((np.arange(len(group)), *reversed(keys), group))
     sorted_group = group[order]
     starts = np.flatnonzero(np.r_[True, sorted_group[1:] != sorted_group[:-1]])
     place = np.empty(len(group), dtype=np.int64)
@@ -161,13 +174,12 @@ def finalize(policy: Policy, f: Forest, kept: np.ndarray) -> np.ndarray:
 def grow_forest(f: Forest, policy: Policy, select: Select) -> np.ndarray:
     """bool [N]: the nodes `policy` keeps in every tree — `drafting.grow_tree` + finalize, one layer at a
     time for the whole forest."""
-    parents, depth, rank = f.cols["parents"], f.cols["depth"], f.cols["rank"]
+    parents, rank = f.cols["parents"], f.cols["rank"]
     kept = parents < 0
     open_ = kept.copy()  # nodes offered children at the next layer
-    for d in range(1, policy.d_max + 1):
-        layer = np.flatnonzero(depth == d)
-        offered_by = np.bincount(parents[layer], minlength=len(parents)) > 0
-        if (open_ & (depth == d - 1) & ~offered_by).any():
+    for d in range(1, min(policy.d_max, len(f.layers) - 1) + 1):
+        layer, above = f.layers[d], f.layers[d - 1]
+        if (open_[above] & ~f.has_kids[above]).any():
             raise SpectreeError(f"replay: a node at depth {d - 1} was not expanded in the logbook; log with a "
                                 "larger beam / envelope for this policy")
         rows = layer[open_[parents[layer]] & (rank[layer] < policy.K)]

@@ -11,7 +11,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from .errors import TreeTooLarge
-from .sampling import Sampling, entropy, topm_entropy
+from .sampling import Sampling, topm_entropy
 from .strategies.base import Policy
 from .tree import DraftTree, Nodes
 from .treeattn import (
@@ -83,22 +83,29 @@ class CachedLM:
 
 
 def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tensor, k: int,
-                     sampling: Sampling, generator: Optional[torch.Generator]) -> tuple[Nodes, torch.Tensor]:
+                     sampling: Sampling, generator: Optional[torch.Generator],
+                     topm: bool = True) -> tuple[Nodes, torch.Tensor]:
     """Up to k children per frontier node, with features from the raw (T = 1) draft distribution.
 
     frontier: [f] node indices; logits: [f, V] draft logits at those nodes.
     Greedy: the top-k tokens. Stochastic: k tokens sampled without replacement from the warped
     distribution (Gumbel top-k), in sample order — the order multi-branch verification replays.
-    Returns (candidates with `parents` = frontier node indices, warped distributions [f, V]).
+    The top-M entropy (a top-1000 sort per row, the costliest feature) is computed only when `topm`;
+    otherwise that column is NaN. Returns (candidates with `parents` = frontier node indices, warped
+    distributions [f, V]).
     """
-    probs = torch.softmax(logits.float(), dim=-1).cpu()  # [f, V]; tree bookkeeping lives on the CPU
+    logits = logits.float().cpu()  # tree bookkeeping lives on the CPU
+    probs = torch.softmax(logits, dim=-1)  # [f, V]
+    # H = logsumexp(z) − Σ p·z: no log over the vocabulary (zero-probability entries contribute nothing)
+    ent = torch.logsumexp(logits, -1) - (probs * logits.masked_fill(probs == 0, 0.0)).sum(-1)  # [f]
+    ent_topm = topm_entropy(probs, TOP_M) if topm else torch.full_like(ent, float("nan"))
     f = probs.shape[0]
     if sampling.greedy:
         warped = probs
         p, tok = probs.topk(k, dim=-1)  # [f, k]
         rank = torch.arange(k).expand(f, k)
     else:
-        warped = sampling.probs(logits.float().cpu())
+        warped = sampling.probs(logits)
         u = torch.rand(warped.shape, generator=generator).clamp_(1e-20, 1.0)
         keys = torch.log(warped) - torch.log(-torch.log(u))  # Gumbel-perturbed log-probs
         _, tok = keys.topk(k, dim=-1)
@@ -107,8 +114,8 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
     parent = frontier[:, None].expand(f, k)
     cand = Nodes(tokens=tok.flatten(), parents=parent.flatten(), depth=(tree.depth[parent] + 1).flatten(),
                  draft_prob=p.flatten(), joint=(tree.joint[parent] * p).flatten(),
-                 entropy=entropy(probs)[:, None].expand(f, k).flatten(),
-                 entropy_topm=topm_entropy(probs, TOP_M)[:, None].expand(f, k).flatten(),
+                 entropy=ent[:, None].expand(f, k).flatten(),
+                 entropy_topm=ent_topm[:, None].expand(f, k).flatten(),
                  rank=rank.flatten(), confidence=probs.max(-1).values[:, None].expand(f, k).flatten())
     if not sampling.greedy:  # tokens outside the top-p nucleus cannot be sampled
         cand = cand.take(warped.gather(-1, tok).flatten() > 0)
@@ -146,7 +153,7 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
                                f"top of {len(tree)} nodes (limit {policy.max_nodes}); the draft is too uncertain for it")
         is_root = len(tree) == 1
         logits = root_logits[None] if is_root else drafter.feed_tree(tree, frontier).logits[0]  # [f, V]
-        cand, warped = child_candidates(tree, frontier, logits, policy.K, sampling, generator)
+        cand, warped = child_candidates(tree, frontier, logits, policy.K, sampling, generator, policy.needs_topm_entropy)
         if not sampling.greedy:
             dists.update(zip(frontier.tolist(), warped))
         return cand

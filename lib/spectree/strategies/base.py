@@ -27,6 +27,7 @@ class Policy:
     # live drafting stops (errors.TreeTooLarge) rather than offer more candidates than this: a policy meant
     # for a confident draft can ask a weak one for thousands of nodes a CPU verifies for minutes
     max_nodes: ClassVar[Optional[int]] = 1024
+    needs_topm_entropy: ClassVar[bool] = False  # drafting computes the top-M entropy only for policies that read it
 
     def __post_init__(self):
         if self.K < 1:

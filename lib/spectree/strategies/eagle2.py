@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..tree import DraftTree, Nodes
@@ -13,9 +14,9 @@ from .base import Policy
 def top_by_joint(joint: torch.Tensor, depth: torch.Tensor, n: int) -> torch.Tensor:
     """bool mask of the n largest joints; ties broken towards shallower nodes, so the kept set stays
     root-connected (a child's joint never exceeds its parent's)."""
-    order = sorted(range(len(joint)), key=lambda i: (-float(joint[i]), int(depth[i]), i))
+    order = np.lexsort((np.arange(len(joint)), depth.numpy(), -joint.numpy()))  # last key sorts first
     keep = torch.zeros(len(joint), dtype=torch.bool)
-    keep[order[:n]] = True
+    keep[torch.from_numpy(order[:n])] = True
     return keep
 
 

@@ -32,6 +32,7 @@ class LogTreePolicy(Policy):
 
     name = "logtree"
     max_nodes = None  # the logbook's tree is as large as its config asks
+    needs_topm_entropy = True  # the logbook stores every feature
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         return torch.ones(len(cand), dtype=torch.bool)

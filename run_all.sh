@@ -15,5 +15,6 @@ NOTEBOOKS=(
   07_entropy_match.ipynb
   08_classifier_surfaces.ipynb
   09_block_sparsity.ipynb
+  10_explorer.ipynb
 )
 exec .venv/bin/python -m spectree.runner --notebooks "${NOTEBOOKS[@]}" "$@"

@@ -3,6 +3,8 @@
 # files means it is done). Used by run_all.sh and run_tests.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the offline widget renderer of the HTML reports (npm, into data/cache/npm/); quick when present, never fails
+bash scripts/fetch_widget_embed.sh
 stamp=.venv/.bootstrapped
 if [[ -f $stamp && $stamp -nt requirements.txt && $stamp -nt requirements-data.txt && $stamp -nt pyproject.toml ]]; then
   exit 0

@@ -11,11 +11,11 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch import nn
 
 from .errors import SpectreeError
-from .paths import atomic_write_text
+from .paths import atomic_write_bytes, atomic_write_text
 from .tree import Nodes
 
 FEATURES = {"P": "joint", "H": "entropy_topm", "d": "depth"}  # C2T's names → node columns
@@ -109,11 +109,9 @@ def train_classifier(train: pd.DataFrame, valid: pd.DataFrame, cfg: ClassifierTr
 
 
 def save_classifier(model: C2TClassifier, path: Path, card: Optional[dict] = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp),
-              metadata={"features": ",".join(model.features), "hidden": str(model.hidden)})
-    tmp.replace(path)
+    payload = save({k: v.contiguous() for k, v in model.state_dict().items()},
+                   metadata={"features": ",".join(model.features), "hidden": str(model.hidden)})
+    atomic_write_bytes(path, payload)
     if card is not None:
         atomic_write_text(path.with_suffix(".json"), json.dumps(card, indent=1, default=str))
 

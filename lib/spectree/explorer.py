@@ -34,7 +34,7 @@ from .strategies.confidence import PCTPolicy
 
 FAMILIES = ("C2T", "EAGLE-2", "DySpec budget", "DySpec threshold", "PCT", "B(H)")
 PAPER_RULE = "1 if H < 0.02 else (2 if H < 1 else min(ceil(4*H), 7))"  # Gunjur et al.'s best B(H)
-PAPER_TABLE = [(0.02, 1), (1.0, 2), (1.25, 4), (1.5, 5), (1.75, 6), (math.inf, 7)]  # the same rule, tabulated
+PAPER_TABLE = [(0.02, 1), (1.0, 2), (1.25, 5), (1.5, 6), (math.inf, 7)]  # the same rule tabulated (but at H = 1, 1.25, 1.5)
 
 
 # --- scoring ----------------------------------------------------------------------------------------------
@@ -55,10 +55,10 @@ def grown_and_kept(forest: Forest, policy: Policy) -> tuple[np.ndarray, np.ndarr
     return grown, finalize(policy, forest, grown) if rerank else grown
 
 
-def _expanded(policy: Policy, forest: Forest, grown: np.ndarray) -> np.ndarray:
-    """bool [N]: grown nodes the draft model was run on to offer their children (one forward per layer)."""
-    depth = forest.cols["depth"]
-    out = grown & (depth >= 1) & (depth < policy.d_max)
+def expanded(policy: Policy, forest: Forest, grown: np.ndarray) -> np.ndarray:
+    """bool [N]: grown nodes offered children (the root's come from the draft's last committed-token
+    forward; every other one is fed to the draft, one forward per layer)."""
+    out = grown & (forest.cols["depth"] < policy.d_max)
     if isinstance(policy, PCTPolicy):
         out &= forest.cols["joint"] >= policy.ratio
     return out
@@ -85,7 +85,7 @@ def step_times(forest: Forest, policy: Policy, steps: pd.DataFrame, cost: CostMo
                 layers.append(tuple(int((d == k).sum()) for k in range(1, min(int(d.max()) + 1, policy.d_max))))
     else:
         grown = grown_and_kept(forest, policy)[0] if grown is None else grown
-        exp = _expanded(policy, forest, grown)
+        exp = expanded(policy, forest, grown) & (forest.cols["depth"] >= 1)
         width = np.zeros((forest.n_trees, max(policy.d_max, 1)), dtype=np.int64)
         np.add.at(width, (forest.tree[exp], forest.cols["depth"][exp]), 1)
         visited = width[_visited_trees(forest, steps)]
@@ -228,7 +228,7 @@ def parse_expression(text: str) -> Branching:
     tree = ast.fix_missing_locations(_Check().visit(tree))
     code = compile(tree, "<B(H)>", "eval")
     env = {"__builtins__": {}, **_FUNCS}
-    branching = Branching(text, lambda h: eval(code, env, {"H": h}))  # noqa: S307 - AST whitelisted above
+    branching = Branching(text, lambda h: eval(code, env, {"H": h}))  # the AST was whitelisted above
     for h in _CHECK_H:
         branching(h)
     return branching
@@ -268,7 +268,7 @@ def format_table(rows: Sequence[Sequence[float]]) -> str:
 
 # --- policies from settings -------------------------------------------------------------------------------
 
-def make_policy(family: str, settings: dict[str, Any], classifier=None) -> Policy:
+def policy_for(family: str, settings: dict[str, Any], classifier=None) -> Policy:
     """The policy of one explorer family from its settings (the keys of `widgets.Explorer`'s fields)."""
     s = settings
     if family == "C2T":
@@ -347,7 +347,9 @@ def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = No
     exact = cache_dir() / "costmodel" / f"{pair}-{machine_id()}.json"
     host = machine_id().rsplit("-", 1)[0]
     others = sorted((cache_dir() / "costmodel").glob(f"{pair}-{host}-*.json"), key=lambda p: p.stat().st_mtime)
-    if not exact.exists() and others:
+    if exact.exists():
+        return CostModel(**json.loads(exact.read_text())), f"cached {exact.stem}"
+    if others:
         return CostModel(**json.loads(others[-1].read_text())), f"cached {others[-1].stem} (measured with other threads)"
     if load_models is None:
         from .models import load_pair
@@ -356,3 +358,15 @@ def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = No
             return load_pair(pair)
     target, draft, _ = load_models()
     return load_or_measure(pair, target, getattr(getattr(draft, "lm", None), "model", draft)), "measured on this machine"
+
+
+def cached_tokenizer(pair: str):
+    """The pair's tokenizer from the dequantised-model cache (token text in tree drawings), or None
+    when the target has not been cached yet (the drawings then show token ids)."""
+    from transformers import AutoTokenizer
+
+    from .models import check_pair_name
+    from .paths import cache_dir
+
+    folder = cache_dir() / "models" / check_pair_name(pair).target
+    return AutoTokenizer.from_pretrained(str(folder)) if (folder / "tokenizer.json").exists() else None

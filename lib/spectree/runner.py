@@ -35,11 +35,14 @@ def inputs_digest(notebook: Path, params: dict) -> str:
     return h.hexdigest()
 
 
-def export_html(executed: Path, report: Path) -> None:
-    from nbconvert import HTMLExporter
+def export_html(executed: Path, report: Path) -> dict:
+    """The executed notebook as a self-contained report that works offline (`spectree.export`): plotly
+    charts with plotly.js inlined once, widgets drawn from their saved state, no CDN scripts."""
+    from .export import export_report
 
-    body, _ = HTMLExporter(embed_images=True).from_filename(str(executed))
+    body, info = export_report(executed)
     atomic_write_text(report, body)
+    return info
 
 
 def run_notebook(name: str, profile: str, params: dict, force: bool) -> tuple[str, float]:

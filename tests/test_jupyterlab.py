@@ -126,5 +126,9 @@ def test_moving_beta_in_jupyterlab_shows_the_replay_numbers(lab):
         page.wait_for_function(f"() => {{ const v = ({READ_NUMBERS})(); return v && v.tau === '{expected['tau']}'"
                                f" && v.gamma === '{expected['gamma']}'; }}", timeout=60_000)
         after = page.evaluate(READ_NUMBERS)
+        shots = os.environ.get("SPECTREE_SCREENSHOT_DIR")  # README gallery: SPECTREE_SCREENSHOT_DIR=figures/gallery
+        if shots:
+            slider.scroll_into_view_if_needed()
+            page.screenshot(path=str(Path(shots) / "explorer_jupyterlab.png"))
         browser.close()
     assert after == expected and after != before, (before, after, expected)

@@ -67,18 +67,45 @@ def run_notebook(name: str, profile: str, params: dict, force: bool) -> tuple[st
     return "ran", time.perf_counter() - start
 
 
+VERDICT_COLOURS = {"holds": "#1b7f3b", "does not hold": "#b00020", "inconclusive": "#8a6d00"}
+STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;font-size:13px}"
+         "td,th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}")
+
+
+def _headline(numbers: dict) -> str:
+    """The scalar entries of a summary (numbers, short texts); tables and lists stay in the report."""
+    facts = []
+    for key, value in numbers.items():
+        if key == "claims" or isinstance(value, (dict, list)) or len(str(value)) > 120:
+            continue
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        facts.append(f"<li>{html.escape(str(key))}: {html.escape(shown)}</li>")
+    return f"<ul>{''.join(facts)}</ul>"
+
+
+def _claims(claims: list) -> str:
+    if not claims:
+        return ""
+    rows = "".join(
+        f"<tr><td>{html.escape(str(c.get('name', '')))}</td><td>{html.escape(str(c.get('paper', '')))}</td>"
+        f"<td>{html.escape(str(c.get('ours', '')))}</td><td style='color:{VERDICT_COLOURS.get(c.get('verdict'), '#000')}'>"
+        f"<b>{html.escape(str(c.get('verdict', '')))}</b></td></tr>" for c in claims)
+    return f"<table><tr><th>claim</th><th>paper</th><th>ours</th><th>verdict</th></tr>{rows}</table>"
+
+
 def write_index(rows: list[dict], profile: str) -> Path:
-    """figures/index.html: every report with the headline numbers of its summary.json."""
+    """figures/index.html: every report with the headline numbers and the claim verdicts of its summary.json."""
     items = []
     for row in rows:
         stem = Path(row["notebook"]).stem
         summary = figures_dir() / stem / "summary.json"
         numbers = json.loads(summary.read_text()) if summary.exists() else {}
-        facts = "".join(f"<li>{html.escape(str(k))}: {html.escape(str(v))}</li>" for k, v in numbers.items())
+        claims = numbers.get("claims") if isinstance(numbers.get("claims"), list) else []
         items.append(f'<section><h2><a href="{stem}/report.html">{html.escape(stem)}</a></h2>'
-                     f"<p>{html.escape(row['status'])} ({row['seconds']:.0f} s)</p><ul>{facts}</ul></section>")
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>spectree reports</title></head><body>"
-            f"<h1>spectree workbook — profile {html.escape(profile)}</h1>{''.join(items)}</body></html>")
+                     f"<p>{html.escape(row['status'])} ({row['seconds']:.0f} s)</p>{_headline(numbers)}"
+                     f"{_claims(claims)}</section>")
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>spectree reports</title><style>{STYLE}</style>"
+            f"</head><body><h1>spectree workbook — profile {html.escape(profile)}</h1>{''.join(items)}</body></html>")
     path = figures_dir() / "index.html"
     atomic_write_text(path, page)
     return path

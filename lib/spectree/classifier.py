@@ -4,7 +4,7 @@ whether the target will accept a draft node (C2T §4.2, trained on logged full t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -114,6 +114,23 @@ def save_classifier(model: C2TClassifier, path: Path, card: Optional[dict] = Non
     atomic_write_bytes(path, payload)
     if card is not None:
         atomic_write_text(path.with_suffix(".json"), json.dumps(card, indent=1, default=str))
+
+
+def fit_and_save(train: list, valid: Optional[list], path: Path, cfg: ClassifierTraining = ClassifierTraining(),
+                 card: Optional[dict] = None, valid_share: float = 0.2) -> tuple[Path, pd.DataFrame]:
+    """Train the classifier on the nodes of the logged prompts `train` (`valid` picks the epoch; None → a
+    random `valid_share` of the training nodes) and save it at `path` with a card; returns (path, per-epoch table)."""
+    table = node_table(train)
+    if valid is None:
+        held = np.random.default_rng(cfg.seed).random(len(table)) < valid_share
+        table, valid_table = table[~held], table[held]
+    else:
+        valid_table = node_table(valid)
+    model, history = train_classifier(table, valid_table, cfg)
+    save_classifier(model, path, card={**(card or {}), "prompts": [lp.prompt.key for lp in train],
+                                       "nodes": len(table), "positives": int(table.on_path.sum()),
+                                       "training": asdict(cfg), "history": history.to_dict("records")})
+    return path, history
 
 
 def load_classifier(path: Path) -> C2TClassifier:

@@ -21,14 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .classifier import (
-    C2TClassifier,
-    ClassifierTraining,
-    load_classifier,
-    node_table,
-    save_classifier,
-    train_classifier,
-)
+from .classifier import C2TClassifier, ClassifierTraining, fit_and_save, load_classifier
 from .paths import data_dir
 
 RANGES = {"P": (0.0, 1.0), "H": (0.0, 10.0), "d": (0.0, 10.0)}
@@ -51,14 +44,8 @@ def train_on_logbook(logdir: Path, cfg: ClassifierTraining = ClassifierTraining(
 
     logbook = read_logbook(logdir)
     n = max(1, int(len(logbook) * train_fraction))
-    train, valid = logbook[:n], (logbook[n:] or logbook)
-    table = node_table(train)
-    model, history = train_classifier(table, node_table(valid), cfg)
-    path = classifier_path(trained_name(logdir, cfg))
-    save_classifier(model, path, card={"logbook": logdir.name, "prompts": [lp.prompt.key for lp in train],
-                                       "nodes": len(table), "positives": int(table.on_path.sum()),
-                                       "training": asdict(cfg), "history": history.to_dict("records")})
-    return path, history
+    return fit_and_save(logbook[:n], logbook[n:] or logbook, classifier_path(trained_name(logdir, cfg)), cfg,
+                        card={"logbook": logdir.name})
 
 
 def trained_name(logdir: Path, cfg: ClassifierTraining) -> str:

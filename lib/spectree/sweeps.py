@@ -7,7 +7,6 @@ reported with the reason instead of stopping the sweep. The standard sweeps are 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
@@ -15,12 +14,12 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .classifier import ClassifierTraining, node_table, save_classifier, train_classifier
+from .classifier import ClassifierTraining, fit_and_save
 from .errors import SpectreeError
 from .logbook import LoggedPrompt
 from .paths import data_dir
 from .replay import check_replayable, replay_step, summarize
-from .strategies import parse_strategy
+from .strategies import parse_strategy, split_spec
 from .strategies.base import Policy
 
 Logbook = list[LoggedPrompt]
@@ -32,17 +31,9 @@ VERDICTS = ("holds", "does not hold", "inconclusive")
 Compare = Callable[[pd.Series, pd.Series], Any]  # two sweep-table rows → a verdict or a text
 
 
-def _value(text: str) -> Any:
-    try:
-        return int(text) if text.lstrip("-").isdigit() else float(text)
-    except ValueError:
-        return text  # a name, e.g. classifier=smollm2-edd
-
-
 def spec_params(spec: str) -> tuple[str, dict[str, Any]]:
     """'c2t:beta=0.5,topk=20' → ('c2t', {'beta': 0.5, 'topk': 20}), read as `parse_strategy` reads it."""
-    name, _, rest = spec.partition(":")
-    return name.strip(), {k.strip(): _value(v.strip()) for k, _, v in (i.partition("=") for i in rest.split(",") if i)}
+    return split_spec(spec)
 
 
 def replay_steps(logbook: Logbook, policy: Policy) -> pd.DataFrame:
@@ -199,13 +190,7 @@ def train_c2t(train: Logbook, name: str, cfg: ClassifierTraining = ClassifierTra
               valid_share: float = 0.2) -> tuple[Path, pd.DataFrame]:
     """Train C2T's classifier on the nodes of `train` (a random `valid_share` picks the epoch), save it as
     data/c2t/<name>.safetensors (`c2t:classifier=<name>` loads it); returns the path and per-epoch table."""
-    table = node_table(train)
-    valid = np.random.default_rng(cfg.seed).random(len(table)) < valid_share
-    model, history = train_classifier(table[~valid], table[valid], cfg)
-    path = data_dir() / "c2t" / f"{name}.safetensors"
-    save_classifier(model, path, card={"prompts": [lp.prompt.key for lp in train], "nodes": len(table),
-                                       "positives": int(table.on_path.sum()), "training": asdict(cfg)})
-    return path, history
+    return fit_and_save(train, None, data_dir() / "c2t" / f"{name}.safetensors", cfg, valid_share=valid_share)
 
 
 def claim(name: str, paper: str, ours: Any, holds: Optional[bool]) -> dict[str, Any]:

@@ -50,8 +50,8 @@ def make_policy(name: str, **params) -> Policy:
     return factory(**params)
 
 
-def parse_strategy(spec: str) -> Policy:
-    """'kary:b=2,d=4' or 'chain:k=5' or 'ar' → a policy."""
+def split_spec(spec: str) -> tuple[str, dict]:
+    """'c2t:beta=0.5,classifier=x' → ('c2t', {'beta': 0.5, 'classifier': 'x'}): numbers as int/float, names as text."""
     name, _, rest = spec.partition(":")
     params = {}
     for item in filter(None, rest.split(",")):
@@ -63,9 +63,15 @@ def parse_strategy(spec: str) -> Policy:
             params[key.strip()] = int(value) if value.lstrip("-").isdigit() else float(value)
         except ValueError:
             params[key.strip()] = value  # a name, e.g. c2t:classifier=smollm2-edd
+    return name.strip(), params
+
+
+def parse_strategy(spec: str) -> Policy:
+    """'kary:b=2,d=4' or 'chain:k=5' or 'ar' → a policy."""
+    name, params = split_spec(spec)
     return make_policy(name, **params)
 
 
-__all__ = ["Policy", "REGISTRY", "make_policy", "parse_strategy", "chain_policy", "kary_policy", "entropy_branching",
+__all__ = ["Policy", "REGISTRY", "make_policy", "parse_strategy", "split_spec", "chain_policy", "kary_policy", "entropy_branching",
            "eagle2_rerank", "dyspec_greedy", "dyspec_threshold", "pct_prune", "cape_policy", "c2t_policy",
            "sequences_policy", "sequoia_policy", "naive_width", "vct_policy", "static_shape"]

@@ -210,6 +210,8 @@ def fast_replay(logbook: list[LoggedPrompt], policy: Policy, forest: Optional[Fo
     kept = grow_forest(f, policy, select)
     n_kept = np.bincount(f.tree[kept], minlength=f.n_trees)
     accepted = np.bincount(f.tree[kept & f.cols["on_path"]], minlength=f.n_trees) - 1  # the root is on path
+    depth = np.zeros(f.n_trees, dtype=np.int64)
+    np.maximum.at(depth, f.tree[kept], f.cols["depth"][kept])
     tree_at = {(int(p), int(q)): t for t, (p, q) in enumerate(zip(f.tree_prompt, f.tree_position))}
     rows = []
     for i, lp in enumerate(logbook):
@@ -217,9 +219,10 @@ def fast_replay(logbook: list[LoggedPrompt], policy: Policy, forest: Optional[Fo
         while pos < lp.n_valid:
             t = tree_at[(i, pos)]
             tau = tau_of(int(accepted[t]))
-            rows.append((pos, tau, int(n_kept[t]) - 1, lp.prompt.id, lp.prompt.category))
+            rows.append((pos, tau, int(n_kept[t]) - 1, int(depth[t]), lp.prompt.id, lp.prompt.dataset,
+                         lp.prompt.category))
             pos += tau
-    return pd.DataFrame(rows, columns=["position", "tau", "gamma", "prompt", "category"])
+    return pd.DataFrame(rows, columns=["position", "tau", "gamma", "depth", "prompt", "dataset", "category"])
 
 
 def tile(logbook: list[LoggedPrompt], n_trees: int) -> list[LoggedPrompt]:

@@ -62,19 +62,21 @@ def check_replayable(lp: LoggedPrompt, policy: Policy) -> None:
 
 
 def replay_prompt(lp: LoggedPrompt, policy: Policy) -> pd.DataFrame:
-    """Per-step τ and γ of `policy` on one logged prompt (columns: position, tau, gamma)."""
+    """Per-step τ and γ of `policy` on one logged prompt (columns: position, tau, gamma, depth = the
+    verified tree's depth, which EDD's α divides by)."""
     check_replayable(lp, policy)
     rows, pos = [], 0
     while pos < lp.n_valid:
-        _, verdict = replay_step(lp.tree(pos), lp.continuation[pos:], policy)
-        rows.append((pos, verdict.tau, verdict.gamma))
+        tree, verdict = replay_step(lp.tree(pos), lp.continuation[pos:], policy)
+        rows.append((pos, verdict.tau, verdict.gamma, int(tree.depth.max())))
         pos += verdict.tau
-    return pd.DataFrame(rows, columns=["position", "tau", "gamma"])
+    return pd.DataFrame(rows, columns=["position", "tau", "gamma", "depth"])
 
 
 def replay(logbook: list[LoggedPrompt], policy: Policy) -> pd.DataFrame:
-    """Per-step τ and γ over a whole logbook (adds `prompt` and `category` columns)."""
-    frames = [replay_prompt(lp, policy).assign(prompt=lp.prompt.id, category=lp.prompt.category) for lp in logbook]
+    """Per-step τ and γ over a whole logbook (adds `prompt`, `dataset` and `category` columns)."""
+    frames = [replay_prompt(lp, policy).assign(prompt=lp.prompt.id, dataset=lp.prompt.dataset,
+                                               category=lp.prompt.category) for lp in logbook]
     return pd.concat(frames, ignore_index=True)
 
 

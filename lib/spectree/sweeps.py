@@ -18,7 +18,8 @@ from .classifier import ClassifierTraining, fit_and_save
 from .errors import SpectreeError
 from .logbook import LoggedPrompt
 from .paths import data_dir
-from .replay import check_replayable, replay_step, summarize
+from .fastreplay import fast_replay
+from .replay import summarize
 from .strategies import parse_strategy, split_spec
 from .strategies.base import Policy
 
@@ -37,18 +38,11 @@ def spec_params(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def replay_steps(logbook: Logbook, policy: Policy) -> pd.DataFrame:
-    """One row per target forward of `policy` over the logbook (STEP_COLUMNS): the loop of
-    `replay.replay_prompt`, also keeping the depth of each verified tree (EDD's α divides by it)."""
-    rows = []
-    for lp in logbook:
-        check_replayable(lp, policy)
-        pos = 0
-        while pos < lp.n_valid:
-            tree, verdict = replay_step(lp.tree(pos), lp.continuation[pos:], policy)
-            rows.append((lp.prompt.key, lp.prompt.dataset, lp.prompt.category, pos, verdict.tau, verdict.gamma,
-                         int(tree.depth.max())))
-            pos += verdict.tau
-    return pd.DataFrame(rows, columns=STEP_COLUMNS)
+    """One row per target forward of `policy` over the logbook (STEP_COLUMNS), by `fastreplay` (which
+    falls back to the layer loop for policies it does not vectorise)."""
+    steps = fast_replay(logbook, policy)
+    keys = {lp.prompt.id: lp.prompt.key for lp in logbook}
+    return steps.assign(prompt=steps.prompt.map(keys))[STEP_COLUMNS]
 
 
 def _ratio(num: float, den: float) -> float:

@@ -54,6 +54,11 @@ def test_run_all_quick_profile_produces_every_report():
         assert (out / "report.html").stat().st_size > 1000
         assert json.loads((out / "summary.json").read_text())
         assert f"{path.stem}/report.html" in index
+    for stem in ("02_tree_strategies", "03_speed_benchmark", "04_entropy_rank", "05_calibration",
+                 "06_acceptance_vs_probability", "07_entropy_match", "08_classifier_surfaces", "09_block_sparsity"):
+        claims = json.loads((ROOT / "figures" / stem / "summary.json").read_text())["claims"]
+        assert claims and all(c["verdict"] in ("holds", "does not hold", "inconclusive") and c["ours"] is not None
+                              for c in claims), stem
     quick = json.loads((ROOT / "figures" / "00_quickstart" / "summary.json").read_text())
     assert quick["lossless"] is True and quick["tokens"] > 0
     for name in ("tree.png", "tree_mask.png"):

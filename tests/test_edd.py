@@ -110,3 +110,30 @@ def test_shipped_draft_checkpoint_roundtrip_and_clear_errors(tiny_target, tmp_pa
         load_trained_draft(tmp_path / "cut.safetensors", tiny_target)
     with pytest.raises(SpectreeError, match="is missing: train it"):
         load_trained_draft(tmp_path / "absent.safetensors", tiny_target)
+
+
+def test_loss_curve_keeps_window_means_and_the_last_step():
+    from spectree.train_draft import loss_curve
+
+    log = [(s, float(s), 0.5 * s) for s in range(1, 11)]
+    assert loss_curve(log, points=5) == [[2, 1.5, 1.0], [4, 3.5, 2.0], [6, 5.5, 3.0], [8, 7.5, 4.0], [10, 9.5, 5.0]]
+    assert loss_curve(log, points=50)[-1] == [10, 10.0, 5.0] and loss_curve([]) == []
+
+
+def _report(top1_by_ds: dict, tau: float) -> dict:
+    return {"top1_by_position": list(top1_by_ds.values())[0], "tau_chain": tau,
+            "by_dataset": {ds: {"top1_by_position": v} for ds, v in top1_by_ds.items()}}
+
+
+def test_draft_claims_and_ablation_table_by_hand():
+    from spectree.acceptance import ablation_table, draft_claims
+
+    reports = {"edd": _report({"mtbench": [0.6, 0.5], "humaneval": [0.4, 0.3]}, 2.3),
+               "vdm": _report({"mtbench": [0.3, 0.2], "humaneval": [0.41, 0.1]}, 1.5),
+               "base": _report({"mtbench": [0.2, 0.1]}, 1.4), "ce": _report({"mtbench": [0.1, 0.1]}, 1.2)}
+    claims = draft_claims(reports, "edd", "vdm", {"ce": "ce", "absent": "nope"}, "base")
+    assert [c["verdict"] for c in claims] == ["holds", "holds", "does not hold", "holds", "inconclusive"]
+    assert claims[2]["ours"] == "min gap -0.010"
+    table = ablation_table(reports, {"EDD": "edd", "CE": "ce", "gone": "nope"})
+    assert list(table.index) == ["EDD", "CE"] and table.loc["CE", "tau_chain"] == 1.2
+    assert table.loc["EDD", "top1@2"] == 0.5

@@ -69,6 +69,8 @@ def test_truncated_safetensors_is_reported(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["bench", "--strategies", "foo"], "unknown strategy 'foo'"),
     (["bench", "--pair", "nope"], "unknown pair 'nope'"),
+    (["acceptance", "--pair", "smollm2-135m-instruct+edd:no-such-draft"], "no checkpoint data/drafts/no-such-draft"),
+    (["acceptance", "--pair", "gpt2+edd:smollm2-edd"], "TARGET+DRAFT"),
     (["bench", "--temperature", "-1"], "temperature must be in"),
     (["bench", "--prompts", "mtbench:-3"], "malformed prompt spec"),
     (["bench", "--max-new-tokens", "-5"], "max-new-tokens must be >= 0"),
@@ -81,6 +83,13 @@ def test_cli_refuses_bad_input_with_exit_code_2(argv, message, capsys, monkeypat
     monkeypatch.setattr(spectree.models, "load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_target_plus_draft_names_a_pair():
+    from spectree.models import PairSpec, check_pair_name
+
+    assert check_pair_name("smollm2-135m-instruct+edd:smollm2-edd") == PairSpec("smollm2-135m-instruct", "edd:smollm2-edd")
+    assert check_pair_name("smollm2-135m-instruct+layerskip:12").draft == "layerskip:12"
 
 
 def test_policy_registry_validates_before_building():

@@ -105,3 +105,36 @@ def acceptance_table(pairs: list[str], prompts: list[Prompt], max_new_tokens: in
             rows += [(pair, dataset, k + 1, v) for k, v in enumerate(rep["top1_by_position"])]
         reports[pair] = {**combine_reports(list(by_set.values())), "by_dataset": by_set}
     return pd.DataFrame(rows, columns=["pair", "dataset", "position", "top1"]), reports
+
+
+def ablation_table(reports: dict, rows: dict[str, str]) -> pd.DataFrame:
+    """One row per label of `rows` (label → pair name in `reports`): top-1 by draft position and chain τ;
+    labels whose pair was skipped are left out."""
+    out = [{"draft": label, **{f"top1@{k + 1}": v for k, v in enumerate(reports[pair]["top1_by_position"])},
+            "tau_chain": round(reports[pair]["tau_chain"], 3)} for label, pair in rows.items() if pair in reports]
+    return pd.DataFrame(out).set_index("draft") if out else pd.DataFrame()
+
+
+def draft_claims(reports: dict, edd: str, vdm: str, ablations: dict[str, str], base: str) -> list[dict]:
+    """Verdicts on the draft bars (EDD top-1 at position 1 ≥ 0.5, chain-5 τ ≥ 2.2, EDD above VDM at every
+    position on every dataset) and on EDD Table 3's draft ablations (each one below the equal-budget EDD
+    `base`); a claim whose pairs were not scored is inconclusive."""
+    from .sweeps import claim
+
+    e, v, b = reports.get(edd), reports.get(vdm), reports.get(base)
+    out = [claim("EDD top-1 agreement at draft position 1", "≥ 0.50 (goal 0.70)",
+                 e and e["top1_by_position"][0], e and e["top1_by_position"][0] >= 0.5),
+           claim("EDD chain-5 greedy τ", "≥ 2.2", e and round(e["tau_chain"], 3), e and e["tau_chain"] >= 2.2)]
+    if e and v:
+        gaps = [round(a - c, 4) for ds in e["by_dataset"] if ds in v["by_dataset"]
+                for a, c in zip(e["by_dataset"][ds]["top1_by_position"], v["by_dataset"][ds]["top1_by_position"])]
+        out.append(claim("EDD above VDM at every draft position, every dataset", "EDD > VDM",
+                         f"min gap {min(gaps):+.3f}", min(gaps) > 0))
+    else:
+        out.append(claim("EDD above VDM at every draft position, every dataset", "EDD > VDM", None, None))
+    for label, pair in ablations.items():
+        a = reports.get(pair)
+        out.append(claim(f"ablation '{label}' lowers chain-5 τ (EDD Table 3)", "τ below full EDD",
+                         a and b and f"{a['tau_chain']:.3f} vs {b['tau_chain']:.3f}",
+                         a and b and a["tau_chain"] < b["tau_chain"]))
+    return out

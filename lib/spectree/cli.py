@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     ac = sub.add_parser("acceptance", help="draft top-1 agreement by position and chain-k greedy τ")
     _common(ac, "mtbench:16+humaneval:16", 128)
     ac.add_argument("--depth", type=int, default=5)
+    ac.add_argument("--card", action="store_true", help="also store the result as the held-out metrics in the draft's card")
     rp = sub.add_parser("replay", help="score strategies on a logbook without a model")
     rp.add_argument("logbook", type=Path)
     rp.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
@@ -179,8 +180,12 @@ def cmd_acceptance(args) -> int:
     from .acceptance import acceptance_table
     from .data import parse_prompt_spec
     from .models import check_pair_name
+    from .paths import data_dir
 
-    check_pair_name(args.pair)
+    spec = check_pair_name(args.pair)
+    card = data_dir() / "drafts" / f"{spec.draft.partition(':')[2]}.json"
+    if args.card and not (spec.draft.startswith(("edd:", "vdm:")) and card.exists()):
+        raise SpectreeError(f"--card: pair {args.pair} has no trained draft card ({card})")
     _check_max_new(args.max_new_tokens)
     if args.depth < 1:
         raise SpectreeError(f"--depth must be >= 1, got {args.depth}")
@@ -193,6 +198,12 @@ def cmd_acceptance(args) -> int:
         print(f"{args.pair} {name}: top-1 by position {rep['top1_by_position']}, "
               f"chain-{args.depth} τ {rep['tau_chain']:.3f}")
     _write_json(args.json, {"pair": args.pair, **report})
+    if args.card:
+        held_out = f"{args.prompts}, {args.max_new_tokens} new tokens, target greedy output"
+        metrics = {"held_out": held_out, **{k: v for k, v in report.items() if k != "tau_chain"},
+                   f"tau_chain{args.depth}": round(report["tau_chain"], 3)}
+        atomic_write_text(card, json.dumps({**json.loads(card.read_text()), "metrics": metrics}, indent=1))
+        print(f"wrote the metrics into {card}")
     return 0
 
 

@@ -41,6 +41,7 @@ class Forest:
     tree_position: np.ndarray  # [n_trees]
     logbook: list[LoggedPrompt]
     layers: list[np.ndarray] = field(default_factory=list)  # rows at each depth
+    layer_cols: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (parents, rank) of those rows
     has_kids: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [N] expanded in the logbook
 
     def __post_init__(self):
@@ -48,6 +49,7 @@ class Forest:
         order = np.argsort(depth, kind="stable")
         bounds = np.searchsorted(depth[order], np.arange(int(depth.max(initial=0)) + 2))
         self.layers = [order[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1)]
+        self.layer_cols = [(parents[rows], self.cols["rank"][rows]) for rows in self.layers]
         self.has_kids = np.bincount(parents[parents >= 0], minlength=len(parents)) > 0
 
     @staticmethod
@@ -76,8 +78,17 @@ def rank_in_group(group: np.ndarray, *keys: np.ndarray) -> np.ndarray:
     """long [n]: each element's 0-based place within its group when sorted by `keys` (first key first;
     ties keep the input order)."""
     if len(keys) == 1 and len(group) and keys[0].min() > -1.0 and keys[0].max() <= 0.0:
-        # one probability-like key in [-1, 0]: a single stable sort on group + key (4x faster than lexsort)
-        order = np.argsort(group * 2.0 + keys[0].astype(np.float64), kind="stable")
+        # one probability-like key in (-1, 0]: one stable sort on group + key (4x faster than lexsort). The
+        # sum rounds monotonically, so it can only merge near-equal keys of a group: re-sort those runs exactly
+        key = keys[0].astype(np.float64)
+        merged = group * 2.0 + key
+        order = np.argsort(merged, kind="stable")
+        ranked = merged[order]
+        tie = ranked[1:] == ranked[:-1]
+        if tie.any():
+            sub = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])
+            run = np.cumsum(np.r_[True, ~tie])[sub]
+            order[sub] = order[sub][np.lexsort((order[sub], key[order[sub]], run))]
     else:
         order = np.lexsort((np.arange(len(group)), *reversed(keys), group))
     sorted_group = group[order]
@@ -90,7 +101,10 @@ def rank_in_group(group: np.ndarray, *keys: np.ndarray) -> np.ndarray:
 def top_by_joint(f: Forest, rows: np.ndarray, n: int) -> np.ndarray:
     """bool [len(rows)]: the n largest joints of each tree (ties towards shallower nodes, as
     `strategies.eagle2.top_by_joint`)."""
-    return rank_in_group(f.tree[rows], -f.cols["joint"][rows], f.cols["depth"][rows]) < n
+    tree, depth = f.tree[rows], f.cols["depth"][rows]
+    if np.all((np.diff(depth) >= 0) | (np.diff(tree) != 0)):  # rows of each tree by depth (a layer, or all
+        return rank_in_group(tree, -f.cols["joint"][rows]) < n  # rows in logbook order): input order breaks ties
+    return rank_in_group(tree, -f.cols["joint"][rows], depth) < n
 
 
 Select = Callable[[Forest, np.ndarray, np.ndarray], np.ndarray]  # (forest, candidate rows, kept mask) → keep
@@ -111,8 +125,8 @@ def vectorised_select(policy: Policy) -> Optional[Select]:
         return lambda f, rows, kept: np.ones(len(rows), bool)
     if isinstance(policy, DySpecThresholdPolicy):
         return lambda f, rows, kept: f.cols["joint"][rows] >= policy.threshold
-    if isinstance(policy, Eagle2Policy):
-        return lambda f, rows, kept: top_by_joint(f, rows, policy.K)
+    if isinstance(policy, Eagle2Policy):  # one layer: one depth, so the joint alone ranks
+        return lambda f, rows, kept: rank_in_group(f.tree[rows], -f.cols["joint"][rows]) < policy.K
     if isinstance(policy, CapePolicy):
         widths = CAPE_WIDTHS.numpy()
         return lambda f, rows, kept: f.cols["rank"][rows] < widths[np.searchsorted(
@@ -174,21 +188,23 @@ def finalize(policy: Policy, f: Forest, kept: np.ndarray) -> np.ndarray:
 def grow_forest(f: Forest, policy: Policy, select: Select) -> np.ndarray:
     """bool [N]: the nodes `policy` keeps in every tree — `drafting.grow_tree` + finalize, one layer at a
     time for the whole forest."""
-    parents, rank = f.cols["parents"], f.cols["rank"]
-    kept = parents < 0
+    kept = f.cols["parents"] < 0
     open_ = kept.copy()  # nodes offered children at the next layer
+    frontier = np.flatnonzero(kept)  # the open nodes of the layer above
     for d in range(1, min(policy.d_max, len(f.layers) - 1) + 1):
-        layer, above = f.layers[d], f.layers[d - 1]
-        if (open_[above] & ~f.has_kids[above]).any():
+        layer = f.layers[d]
+        if not f.has_kids[frontier].all():
             raise SpectreeError(f"replay: a node at depth {d - 1} was not expanded in the logbook; log with a "
                                 "larger beam / envelope for this policy")
-        rows = layer[open_[parents[layer]] & (rank[layer] < policy.K)]
+        parents, rank = f.layer_cols[d]
+        rows = layer[open_[parents] & (rank < policy.K)]
         if len(rows) == 0:
             break
         keep = select(f, rows, kept)
         kept[rows[keep]] = True
         new = rows[keep]
         open_[new] = _expand(policy, f, new)
+        frontier = new[open_[new]]
     return finalize(policy, f, kept)
 
 

@@ -217,9 +217,23 @@ def load_draft(spec: str, target: PreTrainedModel):
 
 
 def check_pair_name(name: str) -> PairSpec:
-    if name not in PAIRS:
-        raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted(PAIRS))}]")
-    return PAIRS[name]
+    """A named pair, or any 'TARGET+DRAFT' (e.g. 'smollm2-135m-instruct+edd:abl-edd-ce', how the training
+    ablations are scored); the draft's checkpoint must exist."""
+    if name in PAIRS:
+        return PAIRS[name]
+    target, plus, draft = name.partition("+")
+    kind, _, arg = draft.partition(":")
+    if not plus or target not in TARGETS or kind not in ("layerskip", "edd", "vdm") or not arg:
+        raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted(PAIRS))}] "
+                            f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)} and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N'")
+    if kind != "layerskip" and not (data_dir() / "drafts" / f"{arg}.safetensors").exists():
+        raise SpectreeError(f"pair '{name}': no checkpoint data/drafts/{arg}.safetensors")
+    return PairSpec(target, draft)
+
+
+def pair_draft(name: str) -> str:
+    """The draft spec of a pair name (named or TARGET+DRAFT), without checking that it exists."""
+    return PAIRS[name].draft if name in PAIRS else name.partition("+")[2]
 
 
 def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None):

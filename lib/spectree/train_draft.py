@@ -197,9 +197,20 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
 
 def training_log(name: str) -> pd.DataFrame:
     """The loss curve of a training run so far: columns step, loss, wall_s (empty if never started)."""
-    path = cache_dir() / "train" / name / "state.pt"
-    log = torch.load(path, weights_only=True)["log"] if path.exists() else []
+    path, card = cache_dir() / "train" / name / "state.pt", data_dir() / "drafts" / f"{name}.json"
+    if path.exists():
+        log = torch.load(path, weights_only=True)["log"]
+    else:  # a shipped draft: the curve stored in its card
+        log = json.loads(card.read_text()).get("loss_curve", []) if card.exists() else []
     return pd.DataFrame(log, columns=["step", "loss", "wall_s"]).assign(run=name)
+
+
+def loss_curve(log: list, points: int = 300) -> list[list[float]]:
+    """The training log ([step, loss, wall_s] per step) as at most `points` window means, for a card."""
+    if not log:
+        return []
+    windows = np.array_split(np.asarray(log, dtype=float), min(points, len(log)))
+    return [[int(w[-1, 0]), round(float(w[:, 1].mean()), 4), round(float(w[-1, 2]), 1)] for w in windows]
 
 
 def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str, metrics: dict,
@@ -219,7 +230,7 @@ def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str,
     card = {"name": name, "target": target_name, "config": asdict(cfg), "steps": state["step"],
             "tokens": state["step"] * cfg.batch * cfg.seq_len, "wall_s": round(state["wall"], 1),
             "final_loss": state["log"][-1][1] if state["log"] else None, "data": "ShareGPT V3 (complete records)",
-            "metrics": metrics}
+            "metrics": metrics, "loss_curve": loss_curve(state["log"])}
     atomic_write_text(out_dir / f"{name}.json", json.dumps(card, indent=1))
     return out_dir / f"{name}.safetensors"
 

@@ -96,14 +96,15 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
     """
     logits = logits.float().cpu()  # tree bookkeeping lives on the CPU
     probs = torch.softmax(logits, dim=-1)  # [f, V]
-    # H = logsumexp(z) − Σ p·z: no log over the vocabulary (zero-probability entries contribute nothing)
-    ent = torch.logsumexp(logits, -1) - (probs * logits.masked_fill(probs == 0, 0.0)).sum(-1)  # [f]
+    # H = logsumexp(z) − Σ p·z: no log over the vocabulary; a −inf logit gives 0·(−inf) = NaN, skipped
+    ent = torch.logsumexp(logits, -1) - torch.nansum(probs * logits, -1)  # [f]
     ent_topm = topm_entropy(probs, TOP_M) if topm else torch.full_like(ent, float("nan"))
     f = probs.shape[0]
     if sampling.greedy:
         warped = probs
         p, tok = probs.topk(k, dim=-1)  # [f, k]
         rank = torch.arange(k).expand(f, k)
+        confidence = p[:, 0]  # [f]
     else:
         warped = sampling.probs(logits)
         u = torch.rand(warped.shape, generator=generator).clamp_(1e-20, 1.0)
@@ -111,12 +112,13 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
         _, tok = keys.topk(k, dim=-1)
         p = probs.gather(-1, tok)
         rank = (probs[:, None, :] > p[:, :, None]).sum(-1)  # [f, k]
+        confidence = probs.amax(-1)  # [f]
     parent = frontier[:, None].expand(f, k)
     cand = Nodes(tokens=tok.flatten(), parents=parent.flatten(), depth=(tree.depth[parent] + 1).flatten(),
                  draft_prob=p.flatten(), joint=(tree.joint[parent] * p).flatten(),
                  entropy=ent[:, None].expand(f, k).flatten(),
                  entropy_topm=ent_topm[:, None].expand(f, k).flatten(),
-                 rank=rank.flatten(), confidence=probs.max(-1).values[:, None].expand(f, k).flatten())
+                 rank=rank.flatten(), confidence=confidence[:, None].expand(f, k).flatten())
     if not sampling.greedy:  # tokens outside the top-p nucleus cannot be sampled
         cand = cand.take(warped.gather(-1, tok).flatten() > 0)
     return cand, warped

@@ -184,3 +184,23 @@ def test_notebook_summary_has_a_verdict_for_every_claim(stem):
     assert summary["tokens"] > 0 and summary["claims"]
     for c in summary["claims"]:
         assert {"name", "paper", "ours", "verdict"} <= set(c) and c["verdict"] in analysis.VERDICTS
+
+
+def test_analysis_prefers_the_shipped_classifier_over_newer_notebook_ones(tmp_path):
+    import time
+
+    import pandas as pd
+    import torch
+
+    from spectree.analysis_data import c2t_classifier_confidence
+    from spectree.classifier import C2TClassifier, save_classifier
+
+    torch.manual_seed(0)
+    rows = pd.DataFrame({"joint": [0.5], "entropy": [1.0], "entropy_topm": [1.0], "depth": [1]})
+    save_classifier(C2TClassifier(), tmp_path / "pair-notebook.safetensors")
+    assert c2t_classifier_confidence(rows, "pair", tmp_path)[1] == "pair-notebook"
+    save_classifier(C2TClassifier(), tmp_path / "pair.safetensors")
+    time.sleep(0.01)
+    save_classifier(C2TClassifier(), tmp_path / "pair-newer.safetensors")
+    conf, name = c2t_classifier_confidence(rows, "pair", tmp_path)
+    assert name == "pair" and conf.shape == (1,)

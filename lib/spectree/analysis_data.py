@@ -130,16 +130,17 @@ def token_table(pair: str, prompts: str, max_new_tokens: int, temperature: float
 
 def c2t_classifier_confidence(tokens: pd.DataFrame, pair: str, folder: Optional[Path] = None
                               ) -> tuple[Optional[np.ndarray], str]:
-    """C2T's classifier output F(P, H, d) for every row of a token table, from the newest
-    data/c2t/<pair>-*.safetensors (any classifier there if none is named after the pair).
+    """C2T's classifier output F(P, H, d) for every row of a token table, from the shipped
+    data/c2t/<pair>.safetensors, else the newest data/c2t/<pair>-*.safetensors (else any classifier there).
     Returns (confidences or None, the classifier's name or why there is none)."""
     from .classifier import FEATURES, load_classifier
 
     folder = folder or data_dir() / "c2t"
+    shipped = folder / f"{pair}.safetensors"
     files = sorted(folder.glob(f"{pair}-*.safetensors")) or sorted(folder.glob("*.safetensors"))
-    if not files:
+    if not shipped.exists() and not files:
         return None, f"no C2T classifier in {folder} (notebook 02_tree_strategies trains one)"
-    path = max(files, key=lambda f: f.stat().st_mtime)
+    path = shipped if shipped.exists() else max(files, key=lambda f: f.stat().st_mtime)
     model = load_classifier(path)
     x = torch.tensor(tokens[[FEATURES[f] for f in model.features]].to_numpy(np.float32))
     with torch.no_grad():

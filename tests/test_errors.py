@@ -71,6 +71,8 @@ def test_truncated_safetensors_is_reported(tmp_path):
     (["bench", "--pair", "nope"], "unknown pair 'nope'"),
     (["acceptance", "--pair", "smollm2-135m-instruct+edd:no-such-draft"], "no checkpoint data/drafts/no-such-draft"),
     (["acceptance", "--pair", "gpt2+edd:smollm2-edd"], "TARGET+DRAFT"),
+    (["acceptance", "--pair", "smollm2-135m-instruct+mystery:x"], "unknown draft 'mystery:x'"),
+    (["acceptance", "--pair", "smollm2-layerskip", "--card"], "has no trained draft card"),
     (["bench", "--temperature", "-1"], "temperature must be in"),
     (["bench", "--prompts", "mtbench:-3"], "malformed prompt spec"),
     (["bench", "--max-new-tokens", "-5"], "max-new-tokens must be >= 0"),

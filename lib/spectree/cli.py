@@ -179,12 +179,11 @@ def cmd_replay(args) -> int:
 def cmd_acceptance(args) -> int:
     from .acceptance import acceptance_table
     from .data import parse_prompt_spec
-    from .models import check_pair_name
-    from .paths import data_dir
+    from .models import check_pair_name, draft_checkpoint
 
-    spec = check_pair_name(args.pair)
-    card = data_dir() / "drafts" / f"{spec.draft.partition(':')[2]}.json"
-    if args.card and not (spec.draft.startswith(("edd:", "vdm:")) and card.exists()):
+    checkpoint = draft_checkpoint(check_pair_name(args.pair).draft)
+    card = checkpoint.with_suffix(".json") if checkpoint else None
+    if args.card and not (card and card.exists()):
         raise SpectreeError(f"--card: pair {args.pair} has no trained draft card ({card})")
     _check_max_new(args.max_new_tokens)
     if args.depth < 1:

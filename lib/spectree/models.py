@@ -207,13 +207,18 @@ def load_trained_draft(path: Path, target: PreTrainedModel):
     return draft
 
 
-def load_draft(spec: str, target: PreTrainedModel):
+def draft_checkpoint(spec: str) -> Optional[Path]:
+    """The checkpoint a draft spec names (data/drafts/NAME.safetensors for 'edd:NAME' / 'vdm:NAME'; None for
+    'layerskip:N'); an unknown or empty spec is refused."""
     kind, _, arg = spec.partition(":")
-    if kind == "layerskip":
-        return layerskip_draft(target, int(arg))
-    if kind in ("edd", "vdm"):
-        return load_trained_draft(data_dir() / "drafts" / f"{arg}.safetensors", target)
-    raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N', 'edd:NAME' or 'vdm:NAME'")
+    if kind not in ("layerskip", "edd", "vdm") or not arg:
+        raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N', 'edd:NAME' or 'vdm:NAME'")
+    return None if kind == "layerskip" else data_dir() / "drafts" / f"{arg}.safetensors"
+
+
+def load_draft(spec: str, target: PreTrainedModel):
+    path = draft_checkpoint(spec)
+    return layerskip_draft(target, int(spec.partition(":")[2])) if path is None else load_trained_draft(path, target)
 
 
 def check_pair_name(name: str) -> PairSpec:
@@ -222,12 +227,12 @@ def check_pair_name(name: str) -> PairSpec:
     if name in PAIRS:
         return PAIRS[name]
     target, plus, draft = name.partition("+")
-    kind, _, arg = draft.partition(":")
-    if not plus or target not in TARGETS or kind not in ("layerskip", "edd", "vdm") or not arg:
+    if not plus or target not in TARGETS:
         raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted(PAIRS))}] "
                             f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)} and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N'")
-    if kind != "layerskip" and not (data_dir() / "drafts" / f"{arg}.safetensors").exists():
-        raise SpectreeError(f"pair '{name}': no checkpoint data/drafts/{arg}.safetensors")
+    path = draft_checkpoint(draft)
+    if path is not None and not path.exists():
+        raise SpectreeError(f"pair '{name}': no checkpoint data/drafts/{path.name}")
     return PairSpec(target, draft)
 
 

@@ -1,4 +1,5 @@
-"""Distilling a one-layer draft (EDD or VDM) from the frozen target on ShareGPT text.
+"""Distilling a one-layer draft (EDD or VDM) from the frozen target, on ShareGPT text or on the target's
+own greedy answers to ShareGPT prompts (`data="self"`, see selfdistill.py).
 
 Resumable: the full training state (draft layer, optimizer, step, loss log) is saved atomically every
 `save_every_s` seconds under data/cache/train/<name>/, and the data order is a pure function of the
@@ -25,9 +26,11 @@ from .data import conversation_text, load_sharegpt_conversations
 from .edd import FusedEmbedding, add_fusion, block_starts, default_hidden_layer, dual_block_allowed, one_layer_draft, soft_prompt
 from .errors import SpectreeError
 from .paths import atomic_write_bytes, atomic_write_text, cache_dir, data_dir
+from .selfdistill import pack, target_answers
 from .treeattn import additive_mask
 
 KINDS = ("edd", "vdm")
+DATA = ("sharegpt", "self")
 
 
 @dataclass(frozen=True)
@@ -45,15 +48,22 @@ class TrainConfig:
     warmup: int = 50
     steps: int = 2000
     seed: int = 0
+    data: str = "sharegpt"  # "sharegpt" (conversations) or "self" (the target's greedy answers to ShareGPT prompts)
+    self_prompts: int = 768  # data="self": prompts answered (cycled over epochs if steps need more windows)
+    self_max_new: int = 256  # data="self": answer length cap
+    self_batch: int = 32  # data="self": generation batch (batched greedy is fixed by it, so part of the recipe)
+    teacher_topk: int = 0  # 0: full teacher logits every step; k > 0: KL on the teacher's top-k, cached per window
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise SpectreeError(f"unknown draft kind '{self.kind}': use one of {KINDS}")
         if self.loss not in ("kl", "ce"):
             raise SpectreeError(f"unknown loss '{self.loss}': use 'kl' or 'ce'")
+        if self.data not in DATA:
+            raise SpectreeError(f"unknown training data '{self.data}': use one of {DATA}")
         if not 1 <= self.block_min <= self.block_max:
             raise SpectreeError(f"need 1 <= block_min <= block_max, got {self.block_min}, {self.block_max}")
-        for key in ("seq_len", "batch", "steps"):
+        for key in ("seq_len", "batch", "steps", "self_prompts", "self_max_new", "self_batch", "teacher_topk"):
             if getattr(self, key) < 0:
                 raise SpectreeError(f"{key} must be >= 0, got {getattr(self, key)}")
 
@@ -87,6 +97,32 @@ def sharegpt_chunks(tokenizer, seq_len: int, seed: int, n_chunks: int) -> list[l
     return chunks
 
 
+def training_windows(target, tokenizer, cfg: TrainConfig) -> list[list[int]]:
+    """The cfg.steps * cfg.batch token windows of a run, in training order (a pure function of the config).
+    Self-distilled data is smaller than a long run needs: its packed windows are repeated in epochs, each
+    epoch in its own seeded order."""
+    n = cfg.steps * cfg.batch
+    if cfg.data == "sharegpt":
+        return sharegpt_chunks(tokenizer, cfg.seq_len, cfg.seed, n)
+    seqs = target_answers(target, tokenizer, cfg.self_prompts, cfg.self_max_new, cfg.seed, cfg.self_batch)
+    windows = pack(seqs, cfg.seq_len, cfg.seed)
+    if not windows:
+        raise SpectreeError(f"the self-distilled data holds less than one window of {cfg.seq_len} tokens")
+    out: list[list[int]] = []
+    for epoch in range(-(-n // len(windows))):
+        order = list(range(len(windows)))
+        random.Random(cfg.seed + epoch).shuffle(order)
+        out += [windows[i] for i in order]
+    return out[:n]
+
+
+def data_description(cfg: TrainConfig) -> str:
+    if cfg.data == "sharegpt":
+        return "ShareGPT V3 (complete records)"
+    return (f"the target's greedy answers (≤ {cfg.self_max_new} tokens) to {cfg.self_prompts} ShareGPT first turns, "
+            f"chat template")
+
+
 def draft_logits(draft, target, tokens: torch.Tensor, cfg: TrainConfig, hidden: Optional[torch.Tensor],
                  block: int, offset: int) -> torch.Tensor:
     """Teacher-forced draft logits [B, T, V] at every token position (hidden: raw target states [B, T, H])."""
@@ -104,12 +140,48 @@ def draft_logits(draft, target, tokens: torch.Tensor, cfg: TrainConfig, hidden: 
     return draft.lm_head(h[:, t:])  # token entries only
 
 
-def loss_fn(logits: torch.Tensor, tokens: torch.Tensor, teacher_logits: torch.Tensor, loss: str) -> torch.Tensor:
+def loss_fn(logits: torch.Tensor, tokens: torch.Tensor, teacher, loss: str) -> torch.Tensor:
+    """Mean per-token loss of draft logits [B, T, V]. `teacher`: the target's logits [B, T, V], or its top-k
+    (log-probs [B, T, k], ids [B, T, k]) whose KL term ignores the tail (for a peaked target, ~no mass)."""
     logp = F.log_softmax(logits.float(), dim=-1)
     if loss == "ce":  # next-token cross-entropy on the text
         return F.nll_loss(logp[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
-    teacher = F.log_softmax(teacher_logits.float(), dim=-1)
+    if isinstance(teacher, tuple):
+        top_logq, top_ids = teacher
+        return (top_logq.exp() * (top_logq - logp.gather(-1, top_ids))).sum(-1).mean()
+    teacher = F.log_softmax(teacher.float(), dim=-1)
     return F.kl_div(logp.flatten(0, 1), teacher.flatten(0, 1), log_target=True, reduction="batchmean")
+
+
+class Teacher:
+    """The frozen target's outputs for a batch of windows: the EDD hidden states and the logits (full), or,
+    with `topk`, fp16 hidden states and top-k log-probs cached per window, so later epochs skip the target."""
+
+    def __init__(self, target, layer: Optional[int], topk: int):
+        self.target, self.layer, self.topk, self.cache = target, layer, topk, {}
+
+    @torch.no_grad()
+    def _run(self, tokens: torch.Tensor):
+        out = self.target(input_ids=tokens, output_hidden_states=self.layer is not None)
+        hidden = out.hidden_states[self.layer] if self.layer is not None else None
+        if not self.topk:
+            return hidden, out.logits
+        top = F.log_softmax(out.logits.float(), dim=-1).topk(self.topk, dim=-1)
+        return ([None] * len(tokens) if hidden is None else hidden.half()), top.values.half(), top.indices.int()
+
+    def __call__(self, tokens: torch.Tensor):
+        """(hidden [B, T, H] or None, teacher for loss_fn)."""
+        if not self.topk:
+            return self._run(tokens)
+        keys = [row.numpy().tobytes() for row in tokens.cpu()]
+        missing = [i for i, k in enumerate(keys) if k not in self.cache]
+        if missing:
+            for i, *parts in zip(missing, *self._run(tokens[missing])):
+                self.cache[keys[i]] = parts
+        hidden, logq, ids = (list(x) for x in zip(*(self.cache[k] for k in keys)))
+        dev = tokens.device
+        hidden = None if self.layer is None else torch.stack(hidden).to(dev).float()
+        return hidden, (torch.stack(logq).to(dev).float(), torch.stack(ids).to(dev).long())
 
 
 def _state_bytes(payload: dict) -> bytes:
@@ -139,14 +211,14 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
     params = list(draft.model.layers[0].parameters()) + (list(fused.fuse.parameters()) if fused else [])
     opt = torch.optim.AdamW(params, lr=cfg.lr)
     state_path, log = work / "state.pt", []
-    step, wall = 0, 0.0
+    step, wall, init = 0, 0.0, None
     if state_path.exists():
         state = torch.load(state_path, weights_only=True)
         draft.model.layers[0].load_state_dict(state["layer"])
         if fused:
             fused.fuse.load_state_dict(state["fuse"])
         opt.load_state_dict(state["optim"])
-        step, wall, log = state["step"], state["wall"], state["log"]
+        step, wall, log, init = state["step"], state["wall"], state["log"], state.get("init")
     elif init_from is not None:
         from safetensors.torch import load_file
 
@@ -155,14 +227,15 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
                                                if k.startswith("layer.")})
         if fused and "fuse.weight" in shipped:  # else the fusion starts at zero: the shipped draft's function
             fused.fuse.weight.data.copy_(shipped["fuse.weight"].float())
-        step = init_step
+        step, init = init_step, {"from": Path(init_from).name, "step": init_step}
 
     def save():
         payload = {"layer": draft.model.layers[0].state_dict(), "hidden_layer": layer, "optim": opt.state_dict(),
-                   "step": step, "wall": wall, "log": log, **({"fuse": fused.fuse.state_dict()} if fused else {})}
+                   "step": step, "wall": wall, "log": log, "init": init, **({"fuse": fused.fuse.state_dict()} if fused else {})}
         atomic_write_bytes(state_path, _state_bytes(payload))
 
-    chunks = sharegpt_chunks(tokenizer, cfg.seq_len, cfg.seed, cfg.steps * cfg.batch)
+    chunks = training_windows(target, tokenizer, cfg)
+    teacher = Teacher(target, layer if cfg.kind == "edd" else None, cfg.teacher_topk)
     rng = random.Random(cfg.seed)
     blocks = [(rng.randint(cfg.block_min, cfg.block_max), rng.randrange(cfg.block_max)) for _ in range(cfg.steps)]
     start, last_save = time.perf_counter(), time.perf_counter()
@@ -170,13 +243,11 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
     while step < cfg.steps:
         t0 = time.perf_counter()
         tokens = torch.tensor(chunks[step * cfg.batch:(step + 1) * cfg.batch], device=target.device)
-        with torch.no_grad():
-            out = target(input_ids=tokens, output_hidden_states=cfg.kind == "edd")
-        hidden = out.hidden_states[layer] if cfg.kind == "edd" else None
+        hidden, teacher_out = teacher(tokens)
         for g in opt.param_groups:
             g["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup)
         block, offset = blocks[step]
-        loss = loss_fn(draft_logits(draft, target, tokens, cfg, hidden, block, offset), tokens, out.logits, cfg.loss)
+        loss = loss_fn(draft_logits(draft, target, tokens, cfg, hidden, block, offset), tokens, teacher_out, cfg.loss)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -229,10 +300,10 @@ def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str,
     tmp.replace(out_dir / f"{name}.safetensors")
     card = {"name": name, "target": target_name, "config": asdict(cfg), "steps": state["step"],
             "tokens": state["step"] * cfg.batch * cfg.seq_len, "wall_s": round(state["wall"], 1),
-            "final_loss": state["log"][-1][1] if state["log"] else None, "data": "ShareGPT V3 (complete records)",
-            "metrics": metrics, "loss_curve": loss_curve(state["log"])}
+            "final_loss": state["log"][-1][1] if state["log"] else None, "data": data_description(cfg),
+            "init": state.get("init"), "metrics": metrics, "loss_curve": loss_curve(state["log"])}
     atomic_write_text(out_dir / f"{name}.json", json.dumps(card, indent=1))
     return out_dir / f"{name}.safetensors"
 
 
-__all__ = ["TrainConfig", "train", "export_checkpoint", "sharegpt_chunks", "training_log"]
+__all__ = ["TrainConfig", "train", "export_checkpoint", "sharegpt_chunks", "training_windows", "training_log"]

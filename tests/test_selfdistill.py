@@ -1,0 +1,52 @@
+"""Self-distillation data (the target's batched greedy answers) and the cached top-k teacher."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from spectree.errors import SpectreeError
+from spectree.selfdistill import _load_shard, _save_shard, greedy_answers, pack
+from spectree.train_draft import Teacher, TrainConfig, loss_fn
+
+
+def test_batched_left_padded_greedy_equals_one_prompt_at_a_time(tiny_target):
+    tok = SimpleNamespace(pad_token_id=0, eos_token_id=1)
+    gen = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(2, 60, (n,), generator=gen).tolist() for n in (3, 9, 5)]
+    batched = greedy_answers(tiny_target, tok, prompts, max_new_tokens=8)
+    alone = [greedy_answers(tiny_target, tok, [p], max_new_tokens=8)[0] for p in prompts]
+    assert batched == alone
+    for p, seq in zip(prompts, batched):
+        assert seq[:len(p)] == p and len(p) < len(seq) <= len(p) + 8
+        assert tok.eos_token_id not in seq[len(p):-1]  # cut right after the first EOS, if any
+
+
+def test_pack_is_seeded_and_keeps_every_full_window(tmp_path):
+    seqs = [list(range(i * 10, i * 10 + n)) for i, n in enumerate((4, 7, 2, 9))]
+    windows = pack(seqs, 5, seed=1)
+    assert windows == pack(seqs, 5, seed=1) and all(len(w) == 5 for w in windows)
+    assert len(windows) == sum(map(len, seqs)) // 5
+    assert len({t for w in windows for t in w}) == len(windows) * 5  # each token once, the tail dropped
+    _save_shard(tmp_path / "s.npz", seqs)
+    assert _load_shard(tmp_path / "s.npz") == seqs
+
+
+def test_topk_teacher_is_cached_and_equals_full_kl_when_k_is_the_vocabulary(tiny_target):
+    vocab = tiny_target.config.vocab_size
+    tokens = torch.randint(0, vocab, (2, 12), generator=torch.Generator().manual_seed(0))
+    full_hidden, logits = Teacher(tiny_target, 2, 0)(tokens)
+    teacher = Teacher(tiny_target, 2, vocab)
+    hidden, top = teacher(tokens)
+    assert len(teacher.cache) == 2 and torch.allclose(hidden, full_hidden, atol=1e-2)
+    again_hidden, again_top = teacher(tokens[[1, 0]])  # served from the cache, rows in the asked order
+    assert torch.equal(again_hidden[0], hidden[1]) and torch.equal(again_top[0][1], top[0][0])
+    draft_logits = torch.randn(2, 12, vocab, generator=torch.Generator().manual_seed(1))
+    assert loss_fn(draft_logits, tokens, top, "kl").item() == pytest.approx(
+        loss_fn(draft_logits, tokens, logits, "kl").item(), rel=1e-3)
+
+
+def test_training_config_rejects_unknown_data_and_negative_sizes():
+    with pytest.raises(SpectreeError, match="training data"):
+        TrainConfig(data="wiki")
+    with pytest.raises(SpectreeError, match="teacher_topk"):
+        TrainConfig(teacher_topk=-1)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from spectree.decode import speculative_generate
-from spectree.edd import EDDDrafter, add_fusion, dual_block_allowed, one_layer_draft
+from spectree.edd import EDDDrafter, add_fusion, dual_block_allowed, one_layer_draft, reduce_vocab
 from spectree.strategies import chain_policy, kary_policy
 from spectree.treeattn import additive_mask
 
@@ -48,14 +48,37 @@ def test_edd_inference_sees_what_training_showed_it(tiny_target, hidden_norm, fu
     assert torch.allclose(chain, ref[s + 1:s + 3], atol=1e-5)
 
 
-def test_greedy_decoding_with_edd_matches_autoregressive(tiny_target):
-    drafter = EDDDrafter(one_layer_draft(tiny_target), hidden_layer=2)
+@pytest.mark.parametrize("reduced", [False, True])
+def test_greedy_decoding_with_edd_matches_autoregressive(tiny_target, reduced):
+    draft = one_layer_draft(tiny_target)
+    if reduced:  # a draft that can propose only 20 of the vocabulary's tokens
+        reduce_vocab(draft, torch.arange(0, 40, 2))
+    drafter = EDDDrafter(draft, hidden_layer=2)
     ids = [1, 17, 29, 4, 8]
     with torch.inference_mode():
         ref = tiny_target.generate(torch.tensor([ids]), max_new_tokens=30, do_sample=False,
                                    eos_token_id=None, pad_token_id=0)[0, len(ids):].tolist()
     for policy in (chain_policy(4), kary_policy(2, 3)):
-        assert speculative_generate(tiny_target, drafter, ids, policy, 30).tokens == ref
+        out = speculative_generate(tiny_target, drafter, ids, policy, 30)
+        assert out.tokens == ref and len(out.tokens) == len(ref)
+
+
+def test_reduced_head_keeps_its_tokens_logits_and_zeroes_the_rest(tiny_target):
+    from spectree.selfdistill import token_ranking
+
+    ranking = token_ranking([[5, 5, 5, 9, 9, 2], [2, 9, 5, 7]], tiny_target.config.vocab_size)
+    assert ranking[:4].tolist() == [5, 9, 2, 7] and sorted(ranking.tolist()) == list(range(len(ranking)))
+    draft = one_layer_draft(tiny_target)
+    ids = torch.tensor([1, 2, 3, 4, 5])
+    with torch.inference_mode():
+        full = draft(input_ids=ids[None]).logits[0]  # [5, V]
+        reduce_vocab(draft, torch.from_numpy(ranking[:4]))
+        small = draft(input_ids=ids[None]).logits[0]
+    keep = torch.from_numpy(ranking[:4]).long()
+    assert torch.allclose(small[:, keep], full[:, keep], atol=1e-5)
+    probs = small.softmax(-1)
+    assert probs.sum(-1).allclose(torch.ones(5)) and (probs[:, ranking[4:]] == 0).all()
+    assert tiny_target.lm_head.weight.shape[0] == tiny_target.config.vocab_size  # the target keeps its head
 
 
 def test_chain_tau_from_forced_agreement_equals_live_chain_decoding(tiny_target):

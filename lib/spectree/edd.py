@@ -68,6 +68,32 @@ def add_fusion(draft: PreTrainedModel) -> FusedEmbedding:
     return fused
 
 
+class ReducedHead(torch.nn.Module):
+    """The draft's LM head restricted to `ids` (the target's most frequent tokens): a [V', H] matmul instead
+    of [V, H], its logits scattered into a full-vocabulary row where every other token gets FILL (probability
+    exactly 0 after softmax, yet finite so entropies stay defined). Only the draft's head is replaced; the
+    target scores every token, so decoding stays lossless — the draft just never proposes a rare token."""
+
+    FILL = -1e4
+
+    def __init__(self, head: torch.nn.Module, ids: torch.Tensor):
+        super().__init__()
+        self.register_buffer("ids", ids.long().to(head.weight.device))
+        self.weight = torch.nn.Parameter(head.weight.detach()[self.ids].clone(), requires_grad=False)  # [V', H]
+        self.vocab = head.weight.shape[0]
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        small = h @ self.weight.T  # [..., V']
+        full = small.new_full((*small.shape[:-1], self.vocab), self.FILL)  # [..., V]
+        return full.index_copy_(-1, self.ids, small)
+
+
+def reduce_vocab(draft: PreTrainedModel, ids: torch.Tensor) -> PreTrainedModel:
+    """Give a one-layer draft (not the target it shares modules with) a ReducedHead over `ids`."""
+    draft.lm_head = ReducedHead(draft.lm_head, ids)
+    return draft
+
+
 def block_starts(n: int, block: int, offset: int = 0) -> torch.Tensor:
     """long [n]: the start s of the training block each token position belongs to (blocks of length
     `block`, the first one shortened by `offset`)."""

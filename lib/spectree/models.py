@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import torch
 from torch import nn
 from transformers import (
@@ -208,17 +209,44 @@ def load_trained_draft(path: Path, target: PreTrainedModel):
 
 
 def draft_checkpoint(spec: str) -> Optional[Path]:
-    """The checkpoint a draft spec names (data/drafts/NAME.safetensors for 'edd:NAME' / 'vdm:NAME'; None for
-    'layerskip:N'); an unknown or empty spec is refused."""
+    """The checkpoint a draft spec names (data/drafts/NAME.safetensors for 'edd:NAME' / 'vdm:NAME', optionally
+    'edd:NAME@V' for its reduced V-token head; None for 'layerskip:N'); an unknown or empty spec is refused."""
     kind, _, arg = spec.partition(":")
-    if kind not in ("layerskip", "edd", "vdm") or not arg:
-        raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N', 'edd:NAME' or 'vdm:NAME'")
-    return None if kind == "layerskip" else data_dir() / "drafts" / f"{arg}.safetensors"
+    name, at, vocab = arg.partition("@")
+    if kind not in ("layerskip", "edd", "vdm") or not name or (at and (kind == "layerskip" or not vocab.isdigit()
+                                                                       or int(vocab) < 1)):
+        raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N', 'edd:NAME[@V]' or 'vdm:NAME[@V]' "
+                            f"(V >= 1: the draft head keeps the V most frequent tokens of its training data)")
+    return None if kind == "layerskip" else data_dir() / "drafts" / f"{name}.safetensors"
+
+
+def draft_vocab(spec: str) -> Optional[torch.Tensor]:
+    """The token ids a reduced draft head keeps ('NAME@V': the first V of data/drafts/NAME.vocab.npy, the
+    draft's training tokens by frequency), or None for a full head."""
+    path, at, vocab = draft_checkpoint(spec), *spec.partition("@")[1:]
+    if not at:
+        return None
+    ranking_path = path.with_name(f"{path.stem}.vocab.npy")
+    if not ranking_path.exists():
+        raise SpectreeError(f"draft '{spec}': no token ranking {ranking_path.name} (exported with the checkpoint "
+                            f"by `python -m spectree train ... --export`)")
+    try:
+        ranking = np.load(ranking_path, allow_pickle=False)
+    except ValueError as err:
+        raise SpectreeError(f"{ranking_path} is corrupted: {err}") from err
+    if ranking.ndim != 1 or int(vocab) > len(ranking):
+        raise SpectreeError(f"{ranking_path} ranks {ranking.shape} tokens; '{spec}' asks for {vocab}")
+    return torch.from_numpy(ranking[:int(vocab)].astype(np.int64))
 
 
 def load_draft(spec: str, target: PreTrainedModel):
-    path = draft_checkpoint(spec)
-    return layerskip_draft(target, int(spec.partition(":")[2])) if path is None else load_trained_draft(path, target)
+    from .edd import EDDDrafter, reduce_vocab
+
+    path, ids = draft_checkpoint(spec), draft_vocab(spec)
+    draft = layerskip_draft(target, int(spec.partition(":")[2])) if path is None else load_trained_draft(path, target)
+    if ids is not None:
+        reduce_vocab(draft.lm.model if isinstance(draft, EDDDrafter) else draft, ids)
+    return draft
 
 
 def check_pair_name(name: str) -> PairSpec:
@@ -233,6 +261,7 @@ def check_pair_name(name: str) -> PairSpec:
     path = draft_checkpoint(draft)
     if path is not None and not path.exists():
         raise SpectreeError(f"pair '{name}': no checkpoint data/drafts/{path.name}")
+    draft_vocab(draft)
     return PairSpec(target, draft)
 
 

@@ -102,4 +102,11 @@ def pack(seqs: list[list[int]], seq_len: int, seed: int) -> list[list[int]]:
     return [stream[i:i + seq_len] for i in range(0, len(stream) - seq_len + 1, seq_len)]
 
 
-__all__ = ["answer_prompts", "greedy_answers", "target_answers", "pack"]
+def token_ranking(windows: list[list[int]], vocab_size: int) -> np.ndarray:
+    """int32 [vocab_size]: token ids by decreasing frequency in `windows` (ties by id) — the first V' are
+    the reduced draft vocabulary (edd.ReducedHead)."""
+    counts = np.bincount(np.concatenate([np.asarray(w, dtype=np.int64) for w in windows]), minlength=vocab_size)
+    return np.lexsort((np.arange(vocab_size), -counts)).astype(np.int32)
+
+
+__all__ = ["answer_prompts", "greedy_answers", "target_answers", "pack", "token_ranking"]

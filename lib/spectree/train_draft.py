@@ -26,7 +26,7 @@ from .data import conversation_text, load_sharegpt_conversations
 from .edd import FusedEmbedding, add_fusion, block_starts, default_hidden_layer, dual_block_allowed, one_layer_draft, soft_prompt
 from .errors import SpectreeError
 from .paths import atomic_write_bytes, atomic_write_text, cache_dir, data_dir
-from .selfdistill import pack, target_answers
+from .selfdistill import pack, target_answers, token_ranking
 from .treeattn import additive_mask
 
 KINDS = ("edd", "vdm")
@@ -235,6 +235,9 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
         atomic_write_bytes(state_path, _state_bytes(payload))
 
     chunks = training_windows(target, tokenizer, cfg)
+    buf = io.BytesIO()
+    np.save(buf, token_ranking(chunks, target.config.vocab_size))
+    atomic_write_bytes(work / "vocab.npy", buf.getvalue())
     teacher = Teacher(target, layer if cfg.kind == "edd" else None, cfg.teacher_topk)
     rng = random.Random(cfg.seed)
     blocks = [(rng.randint(cfg.block_min, cfg.block_max), rng.randrange(cfg.block_max)) for _ in range(cfg.steps)]
@@ -298,6 +301,8 @@ def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str,
     save_file(tensors, str(tmp), metadata={"kind": cfg.kind, "hidden_layer": str(layer),
                                            "hidden_norm": str(int(cfg.hidden_norm))})
     tmp.replace(out_dir / f"{name}.safetensors")
+    if (work / "vocab.npy").exists():  # its training tokens by frequency: the reduced draft vocabulary
+        atomic_write_bytes(out_dir / f"{name}.vocab.npy", (work / "vocab.npy").read_bytes())
     card = {"name": name, "target": target_name, "config": asdict(cfg), "steps": state["step"],
             "tokens": state["step"] * cfg.batch * cfg.seq_len, "wall_s": round(state["wall"], 1),
             "final_loss": state["log"][-1][1] if state["log"] else None, "data": data_description(cfg),

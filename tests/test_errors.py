@@ -76,6 +76,7 @@ def test_truncated_safetensors_is_reported(tmp_path):
     (["acceptance", "--pair", "smollm2-135m-instruct+edd:smollm2-edd@many"], "unknown draft 'edd:smollm2-edd@many'"),
     (["acceptance", "--pair", "smollm2-135m-instruct+layerskip:12@100"], "unknown draft 'layerskip:12@100'"),
     (["acceptance", "--pair", "smollm2-135m-instruct+edd:abl-edd-ce@100"], "no token ranking abl-edd-ce.vocab.npy"),
+    (["acceptance", "--pair", "smollm2-135m-instruct+edd:smollm2-edd@100", "--card"], "the card holds the full-head"),
     (["bench", "--temperature", "-1"], "temperature must be in"),
     (["bench", "--prompts", "mtbench:-3"], "malformed prompt spec"),
     (["bench", "--max-new-tokens", "-5"], "max-new-tokens must be >= 0"),

@@ -179,12 +179,14 @@ def cmd_replay(args) -> int:
 def cmd_acceptance(args) -> int:
     from .acceptance import acceptance_table
     from .data import parse_prompt_spec
-    from .models import check_pair_name, draft_checkpoint
+    from .models import check_pair_name, parse_draft
 
-    checkpoint = draft_checkpoint(check_pair_name(args.pair).draft)
-    card = checkpoint.with_suffix(".json") if checkpoint else None
+    draft = parse_draft(check_pair_name(args.pair).draft)
+    card = draft.checkpoint.with_suffix(".json") if draft.checkpoint else None
     if args.card and not (card and card.exists()):
         raise SpectreeError(f"--card: pair {args.pair} has no trained draft card ({card})")
+    if args.card and draft.vocab is not None:
+        raise SpectreeError(f"--card: the card holds the full-head draft's metrics; score {args.pair} without --card")
     _check_max_new(args.max_new_tokens)
     if args.depth < 1:
         raise SpectreeError(f"--depth must be >= 1, got {args.depth}")

@@ -81,7 +81,7 @@ class ReducedHead(torch.nn.Module):
     def __init__(self, head: torch.nn.Module, ids: torch.Tensor):
         super().__init__()
         self.register_buffer("ids", ids.long().to(head.weight.device))
-        self.weight = torch.nn.Parameter(head.weight.detach()[self.ids].clone(), requires_grad=False)  # [V', H]
+        self.register_buffer("weight", head.weight.detach()[self.ids])  # [V', H] (indexing copies)
         self.vocab = head.weight.shape[0]
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:

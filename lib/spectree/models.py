@@ -208,25 +208,38 @@ def load_trained_draft(path: Path, target: PreTrainedModel):
     return draft
 
 
-def draft_checkpoint(spec: str) -> Optional[Path]:
-    """The checkpoint a draft spec names (data/drafts/NAME.safetensors for 'edd:NAME' / 'vdm:NAME', optionally
-    'edd:NAME@V' for its reduced V-token head; None for 'layerskip:N'); an unknown or empty spec is refused."""
+@dataclass(frozen=True)
+class DraftSpec:
+    """A parsed draft spec: 'layerskip:N', or 'edd:NAME' / 'vdm:NAME' with an optional '@V' (the draft head
+    keeps the V most frequent tokens of its training data)."""
+
+    kind: str
+    arg: str  # N for layerskip, else the checkpoint name
+    vocab: Optional[int] = None
+
+    @property
+    def checkpoint(self) -> Optional[Path]:
+        return None if self.kind == "layerskip" else data_dir() / "drafts" / f"{self.arg}.safetensors"
+
+
+def parse_draft(spec: str) -> DraftSpec:
+    """The one parser of draft specs; an unknown, empty or malformed spec is refused."""
     kind, _, arg = spec.partition(":")
     name, at, vocab = arg.partition("@")
     if kind not in ("layerskip", "edd", "vdm") or not name or (at and (kind == "layerskip" or not vocab.isdigit()
                                                                        or int(vocab) < 1)):
         raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N', 'edd:NAME[@V]' or 'vdm:NAME[@V]' "
                             f"(V >= 1: the draft head keeps the V most frequent tokens of its training data)")
-    return None if kind == "layerskip" else data_dir() / "drafts" / f"{name}.safetensors"
+    return DraftSpec(kind, name, int(vocab) if at else None)
 
 
 def draft_vocab(spec: str) -> Optional[torch.Tensor]:
     """The token ids a reduced draft head keeps ('NAME@V': the first V of data/drafts/NAME.vocab.npy, the
     draft's training tokens by frequency), or None for a full head."""
-    path, at, vocab = draft_checkpoint(spec), *spec.partition("@")[1:]
-    if not at:
+    draft = parse_draft(spec)
+    if draft.vocab is None:
         return None
-    ranking_path = path.with_name(f"{path.stem}.vocab.npy")
+    ranking_path = draft.checkpoint.with_name(f"{draft.arg}.vocab.npy")
     if not ranking_path.exists():
         raise SpectreeError(f"draft '{spec}': no token ranking {ranking_path.name} (exported with the checkpoint "
                             f"by `python -m spectree train ... --export`)")
@@ -234,16 +247,19 @@ def draft_vocab(spec: str) -> Optional[torch.Tensor]:
         ranking = np.load(ranking_path, allow_pickle=False)
     except ValueError as err:
         raise SpectreeError(f"{ranking_path} is corrupted: {err}") from err
-    if ranking.ndim != 1 or int(vocab) > len(ranking):
-        raise SpectreeError(f"{ranking_path} ranks {ranking.shape} tokens; '{spec}' asks for {vocab}")
-    return torch.from_numpy(ranking[:int(vocab)].astype(np.int64))
+    if ranking.ndim != 1 or draft.vocab > len(ranking):
+        raise SpectreeError(f"{ranking_path} ranks {ranking.shape} tokens; '{spec}' asks for {draft.vocab}")
+    return torch.from_numpy(ranking[:draft.vocab].astype(np.int64))
 
 
 def load_draft(spec: str, target: PreTrainedModel):
     from .edd import EDDDrafter, reduce_vocab
 
-    path, ids = draft_checkpoint(spec), draft_vocab(spec)
-    draft = layerskip_draft(target, int(spec.partition(":")[2])) if path is None else load_trained_draft(path, target)
+    parsed, ids = parse_draft(spec), draft_vocab(spec)
+    if parsed.kind == "layerskip":
+        draft = layerskip_draft(target, int(parsed.arg))
+    else:
+        draft = load_trained_draft(parsed.checkpoint, target)
     if ids is not None:
         reduce_vocab(draft.lm.model if isinstance(draft, EDDDrafter) else draft, ids)
     return draft
@@ -258,7 +274,7 @@ def check_pair_name(name: str) -> PairSpec:
     if not plus or target not in TARGETS:
         raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted(PAIRS))}] "
                             f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)} and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N'")
-    path = draft_checkpoint(draft)
+    path = parse_draft(draft).checkpoint
     if path is not None and not path.exists():
         raise SpectreeError(f"pair '{name}': no checkpoint data/drafts/{path.name}")
     draft_vocab(draft)

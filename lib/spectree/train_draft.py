@@ -167,7 +167,7 @@ class Teacher:
         if not self.topk:
             return hidden, out.logits
         top = F.log_softmax(out.logits.float(), dim=-1).topk(self.topk, dim=-1)
-        return ([None] * len(tokens) if hidden is None else hidden.half()), top.values.half(), top.indices.int()
+        return (None if hidden is None else hidden.half()), (top.values.half(), top.indices.int())
 
     def __call__(self, tokens: torch.Tensor):
         """(hidden [B, T, H] or None, teacher for loss_fn)."""
@@ -176,12 +176,12 @@ class Teacher:
         keys = [row.numpy().tobytes() for row in tokens.cpu()]
         missing = [i for i, k in enumerate(keys) if k not in self.cache]
         if missing:
-            for i, *parts in zip(missing, *self._run(tokens[missing])):
-                self.cache[keys[i]] = parts
-        hidden, logq, ids = (list(x) for x in zip(*(self.cache[k] for k in keys)))
-        dev = tokens.device
-        hidden = None if self.layer is None else torch.stack(hidden).to(dev).float()
-        return hidden, (torch.stack(logq).to(dev).float(), torch.stack(ids).to(dev).long())
+            hidden, (logq, ids) = self._run(tokens[missing])
+            for j, i in enumerate(missing):
+                self.cache[keys[i]] = (None if hidden is None else hidden[j], logq[j], ids[j])
+        rows = [self.cache[k] for k in keys]
+        hidden = None if self.layer is None else torch.stack([r[0] for r in rows]).float()  # [B, T, H]
+        return hidden, (torch.stack([r[1] for r in rows]).float(), torch.stack([r[2] for r in rows]).long())
 
 
 def _state_bytes(payload: dict) -> bytes:

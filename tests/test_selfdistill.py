@@ -6,7 +6,7 @@ import torch
 
 from spectree.errors import SpectreeError
 from spectree.selfdistill import _load_shard, _save_shard, greedy_answers, pack
-from spectree.train_draft import Teacher, TrainConfig, loss_fn
+from spectree.train_draft import Teacher, TrainConfig, loss_fn, position_weights
 
 
 def test_batched_left_padded_greedy_equals_one_prompt_at_a_time(tiny_target):
@@ -50,3 +50,18 @@ def test_training_config_rejects_unknown_data_and_negative_sizes():
         TrainConfig(data="wiki")
     with pytest.raises(SpectreeError, match="teacher_topk"):
         TrainConfig(teacher_topk=-1)
+
+
+def test_root_weight_scales_only_the_block_starts_and_keeps_the_mean_loss_scale():
+    w = position_weights(12, block=5, offset=2, root_weight=4.0)  # blocks start at 0, 3, 8
+    assert w.mean().item() == pytest.approx(1.0)
+    assert torch.allclose(w[[0, 3, 8]], w[0].expand(3)) and w[0].item() == pytest.approx(4 * w[1].item())
+    assert torch.equal(position_weights(12, 5, 2, 1.0), torch.ones(12))
+    gen = torch.Generator().manual_seed(0)
+    logits, teacher = torch.randn(2, 12, 7, generator=gen), torch.randn(2, 12, 7, generator=gen)
+    tokens = torch.randint(0, 7, (2, 12), generator=gen)
+    logp, logq = logits.log_softmax(-1), teacher.log_softmax(-1)
+    per_token = (logq.exp() * (logq - logp)).sum(-1)  # [2, 12]
+    assert loss_fn(logits, tokens, teacher, "kl", w).item() == pytest.approx((per_token * w).mean().item(), rel=1e-5)
+    nll = -logp[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
+    assert loss_fn(logits, tokens, teacher, "ce").item() == pytest.approx(nll.mean().item(), rel=1e-5)

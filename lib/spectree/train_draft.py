@@ -42,6 +42,7 @@ class TrainConfig:
     fuse: bool = False  # EDD: also add a projection of norm(h_{s-1}) to every draft token's embedding (edd.FusedEmbedding)
     block_min: int = 5  # dual-block length drawn from [block_min, block_max] at every step
     block_max: int = 10
+    root_weight: float = 1.0  # loss weight of each block's first token (draft position 1, where h_{s-1} is freshest)
     seq_len: int = 256
     batch: int = 4
     lr: float = 3e-4
@@ -63,7 +64,8 @@ class TrainConfig:
             raise SpectreeError(f"unknown training data '{self.data}': use one of {DATA}")
         if not 1 <= self.block_min <= self.block_max:
             raise SpectreeError(f"need 1 <= block_min <= block_max, got {self.block_min}, {self.block_max}")
-        for key in ("seq_len", "batch", "steps", "self_prompts", "self_max_new", "self_batch", "teacher_topk"):
+        for key in ("seq_len", "batch", "steps", "self_prompts", "self_max_new", "self_batch", "teacher_topk",
+                    "root_weight"):
             if getattr(self, key) < 0:
                 raise SpectreeError(f"{key} must be >= 0, got {getattr(self, key)}")
 
@@ -140,17 +142,30 @@ def draft_logits(draft, target, tokens: torch.Tensor, cfg: TrainConfig, hidden: 
     return draft.lm_head(h[:, t:])  # token entries only
 
 
-def loss_fn(logits: torch.Tensor, tokens: torch.Tensor, teacher, loss: str) -> torch.Tensor:
-    """Mean per-token loss of draft logits [B, T, V]. `teacher`: the target's logits [B, T, V], or its top-k
-    (log-probs [B, T, k], ids [B, T, k]) whose KL term ignores the tail (for a peaked target, ~no mass)."""
+def position_weights(t: int, block: int, offset: int, root_weight: float) -> torch.Tensor:
+    """float [t]: each token's loss weight, `root_weight` for the first token of its dual block (draft
+    position 1) and 1 elsewhere, scaled to mean 1 so the loss stays on the scale of a plain mean."""
+    w = 1.0 + (root_weight - 1.0) * (torch.arange(t) == block_starts(t, block, offset)).float()
+    return w / w.mean()
+
+
+def loss_fn(logits: torch.Tensor, tokens: torch.Tensor, teacher, loss: str,
+            weights: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Weighted mean per-token loss of draft logits [B, T, V] (`weights` [T], default all 1). `teacher`: the
+    target's logits [B, T, V], or its top-k (log-probs [B, T, k], ids [B, T, k]) whose KL term ignores the
+    tail (for a peaked target, ~no mass)."""
     logp = F.log_softmax(logits.float(), dim=-1)
+    w = torch.ones(tokens.shape[1], device=logits.device) if weights is None else weights.to(logits.device)
     if loss == "ce":  # next-token cross-entropy on the text
-        return F.nll_loss(logp[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
+        nll = -logp[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]  # [B, T-1]
+        return (nll * w[:-1]).sum() / (w[:-1].sum() * tokens.shape[0])
     if isinstance(teacher, tuple):
         top_logq, top_ids = teacher
-        return (top_logq.exp() * (top_logq - logp.gather(-1, top_ids))).sum(-1).mean()
-    teacher = F.log_softmax(teacher.float(), dim=-1)
-    return F.kl_div(logp.flatten(0, 1), teacher.flatten(0, 1), log_target=True, reduction="batchmean")
+        kl = (top_logq.exp() * (top_logq - logp.gather(-1, top_ids))).sum(-1)  # [B, T]
+    else:
+        logq = F.log_softmax(teacher.float(), dim=-1)
+        kl = (logq.exp() * (logq - logp)).sum(-1)  # [B, T]
+    return (kl * w).mean()
 
 
 class Teacher:
@@ -250,7 +265,9 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
         for g in opt.param_groups:
             g["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup)
         block, offset = blocks[step]
-        loss = loss_fn(draft_logits(draft, target, tokens, cfg, hidden, block, offset), tokens, teacher_out, cfg.loss)
+        weights = position_weights(tokens.shape[1], block, offset, cfg.root_weight) if cfg.kind == "edd" else None
+        logits = draft_logits(draft, target, tokens, cfg, hidden, block, offset)
+        loss = loss_fn(logits, tokens, teacher_out, cfg.loss, weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

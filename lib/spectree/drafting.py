@@ -11,7 +11,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from .errors import TreeTooLarge
-from .sampling import Sampling, topm_entropy
+from .sampling import Sampling, log_partition_and_entropy, row_topk, topm_entropy
 from .strategies.base import Policy
 from .tree import DraftTree, Nodes
 from .treeattn import (
@@ -92,20 +92,20 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
     distribution (Gumbel top-k), in sample order — the order multi-branch verification replays.
     The top-M entropy (a top-1000 sort per row, the costliest feature) is computed only when `topm`;
     otherwise that column is NaN. Returns (candidates with `parents` = frontier node indices, warped
-    distributions [f, V]).
+    distributions [f, V], None when greedy).
     """
     logits = logits.float().cpu()  # tree bookkeeping lives on the CPU
-    probs = torch.softmax(logits, dim=-1)  # [f, V]
-    # H = logsumexp(z) − Σ p·z: no log over the vocabulary; a −inf logit gives 0·(−inf) = NaN, skipped
-    ent = torch.logsumexp(logits, -1) - torch.nansum(probs * logits, -1)  # [f]
-    ent_topm = topm_entropy(probs, TOP_M) if topm else torch.full_like(ent, float("nan"))
-    f = probs.shape[0]
+    f = logits.shape[0]
+    log_z, ent = log_partition_and_entropy(logits)  # [f], [f]
+    ent_topm = topm_entropy(logits, TOP_M) if topm else torch.full_like(ent, float("nan"))
     if sampling.greedy:
-        warped = probs
-        p, tok = probs.topk(k, dim=-1)  # [f, k]
+        warped = None
+        top, tok = row_topk(logits, k)  # [f, k]
+        p = torch.exp(top - log_z[:, None])
         rank = torch.arange(k).expand(f, k)
         confidence = p[:, 0]  # [f]
     else:
+        probs = torch.softmax(logits, dim=-1)  # [f, V]
         warped = sampling.probs(logits)
         u = torch.rand(warped.shape, generator=generator).clamp_(1e-20, 1.0)
         keys = torch.log(warped) - torch.log(-torch.log(u))  # Gumbel-perturbed log-probs

@@ -8,7 +8,7 @@ from test_strategies import SPECS
 from spectree.classifier import C2TClassifier
 from spectree.data import Prompt
 from spectree.errors import SpectreeError
-from spectree.fastreplay import Forest, fast_replay, rank_in_group, vectorised_select
+from spectree.fastreplay import Forest, fast_replay, rank_in_group, smallest_in_runs, vectorised_select
 from spectree.logbook import LogConfig, log_prompt
 from spectree.replay import replay
 from spectree.strategies import parse_strategy
@@ -62,6 +62,15 @@ def test_unlogged_nodes_give_the_same_error(logbook):
 def test_rank_in_group():
     group = np.array([1, 0, 1, 0, 1])
     assert rank_in_group(group, -np.array([0.2, 0.5, 0.9, 0.1, 0.2])).tolist() == [1, 0, 0, 1, 2]
+
+
+@pytest.mark.parametrize("n", [1, 3, 8, 50])
+def test_smallest_in_runs_equals_ranking_with_ties_in_input_order(n):
+    rng = np.random.default_rng(n)
+    group = np.sort(rng.integers(0, 40, size=600))  # contiguous runs of varied length
+    key = -rng.choice([0.5, 0.25, 0.125, 0.1, 0.05], size=600)  # many exact ties
+    assert (smallest_in_runs(group, key, n) == (rank_in_group(group, key) < n)).all()
+    assert smallest_in_runs(group[:0], key[:0], n).shape == (0,)
 
 
 def test_forest_indexes_every_logged_tree(logbook):

@@ -98,12 +98,34 @@ def rank_in_group(group: np.ndarray, *keys: np.ndarray) -> np.ndarray:
     return place
 
 
+def smallest_in_runs(group: np.ndarray, key: np.ndarray, n: int) -> np.ndarray:
+    """bool [len(group)]: the n smallest keys of each group, ties in input order — `rank_in_group(group, key)
+    < n` for groups that come in contiguous runs (group non-decreasing), without a global sort: the runs are
+    laid out as rows of a padded matrix [groups, longest run] and each row is partitioned (one O(n) pass)."""
+    if len(group) == 0 or n <= 0:
+        return np.zeros(len(group), dtype=bool)
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    sizes = np.diff(np.r_[starts, len(group)])
+    if n >= sizes.max():
+        return np.ones(len(group), dtype=bool)
+    run = np.repeat(np.arange(len(starts)), sizes)
+    col = np.arange(len(group)) - starts[run]
+    table = np.full((len(starts), sizes.max()), np.inf)  # [runs, longest run]; padding sorts last
+    table[run, col] = key
+    cut = np.partition(table, n - 1, axis=1)[:, n - 1:n]  # [runs, 1] the n-th smallest key of each run
+    below, at = table < cut, table == cut
+    room = n - below.sum(1, keepdims=True)  # places left for keys equal to the cut, taken in input order
+    keep = below | (at & (np.cumsum(at, axis=1) <= room))
+    return keep[run, col]
+
+
 def top_by_joint(f: Forest, rows: np.ndarray, n: int) -> np.ndarray:
     """bool [len(rows)]: the n largest joints of each tree (ties towards shallower nodes, as
     `strategies.eagle2.top_by_joint`)."""
     tree, depth = f.tree[rows], f.cols["depth"][rows]
-    if np.all((np.diff(depth) >= 0) | (np.diff(tree) != 0)):  # rows of each tree by depth (a layer, or all
-        return rank_in_group(tree, -f.cols["joint"][rows]) < n  # rows in logbook order): input order breaks ties
+    if np.all(np.diff(tree) >= 0) and np.all((np.diff(depth) >= 0) | (np.diff(tree) != 0)):
+        # each tree's rows contiguous and by depth (a layer, or kept rows in logbook order): input order breaks ties
+        return smallest_in_runs(tree, -f.cols["joint"][rows].astype(np.float64), n)
     return rank_in_group(tree, -f.cols["joint"][rows], depth) < n
 
 
@@ -126,7 +148,7 @@ def vectorised_select(policy: Policy) -> Optional[Select]:
     if isinstance(policy, DySpecThresholdPolicy):
         return lambda f, rows, kept: f.cols["joint"][rows] >= policy.threshold
     if isinstance(policy, Eagle2Policy):  # one layer: one depth, so the joint alone ranks
-        return lambda f, rows, kept: rank_in_group(f.tree[rows], -f.cols["joint"][rows]) < policy.K
+        return lambda f, rows, kept: top_by_joint(f, rows, policy.K)
     if isinstance(policy, CapePolicy):
         widths = CAPE_WIDTHS.numpy()
         return lambda f, rows, kept: f.cols["rank"][rows] < widths[np.searchsorted(
@@ -252,4 +274,4 @@ def tile(logbook: list[LoggedPrompt], n_trees: int) -> list[LoggedPrompt]:
     return out
 
 
-__all__ = ["tile", "Forest", "fast_replay", "grow_forest", "rank_in_group", "vectorised_select"]
+__all__ = ["tile", "Forest", "fast_replay", "grow_forest", "rank_in_group", "smallest_in_runs", "vectorised_select"]

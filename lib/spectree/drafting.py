@@ -101,18 +101,16 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
     if sampling.greedy:
         warped = None
         top, tok = row_topk(logits, k)  # [f, k]
-        p = torch.exp(top - log_z[:, None])
         rank = torch.arange(k).expand(f, k)
-        confidence = p[:, 0]  # [f]
     else:
-        probs = torch.softmax(logits, dim=-1)  # [f, V]
         warped = sampling.probs(logits)
-        u = torch.rand(warped.shape, generator=generator).clamp_(1e-20, 1.0)
-        keys = torch.log(warped) - torch.log(-torch.log(u))  # Gumbel-perturbed log-probs
-        _, tok = keys.topk(k, dim=-1)
-        p = probs.gather(-1, tok)
-        rank = (probs[:, None, :] > p[:, :, None]).sum(-1)  # [f, k]
-        confidence = probs.amax(-1)  # [f]
+        # Gumbel top-k in its exponential form: argsort of p / E, E ~ Exp(1), is argsort of log p − log E
+        noise = torch.empty_like(warped).exponential_(generator=generator).clamp_(min=1e-30)
+        _, tok = row_topk(warped / noise, k)  # [f, k] a sample without replacement, in sample order
+        top = logits.gather(-1, tok)
+        rank = torch.stack([(logits > top[:, j, None]).sum(-1) for j in range(k)], -1)  # [f, k] place in the row
+    p = torch.exp(top - log_z[:, None])  # [f, k] raw (T = 1) probabilities
+    confidence = p[:, 0] if sampling.greedy else torch.exp(logits.amax(-1) - log_z)  # [f] the top token's
     parent = frontier[:, None].expand(f, k)
     cand = Nodes(tokens=tok.flatten(), parents=parent.flatten(), depth=(tree.depth[parent] + 1).flatten(),
                  draft_prob=p.flatten(), joint=(tree.joint[parent] * p).flatten(),

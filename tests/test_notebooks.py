@@ -45,6 +45,29 @@ def test_profiles_set_only_existing_parameters(profile):
         assert set(values) <= parameter_names(stems[stem]), f"{profile}.yaml: unknown parameters for {stem}"
 
 
+def parameter_defaults(path: Path) -> dict:
+    cell = next(c for c in code_cells(path) if "parameters" in c.get("metadata", {}).get("tags", []))
+    tree = ast.parse("".join(cell["source"]))
+    return {node.target.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.AnnAssign)}
+
+
+LOGBOOK_PARAMETERS = ("pair", "prompts", "max_new_tokens", "K", "d_max", "beam", "b_env", "d_env")
+
+
+@pytest.mark.parametrize("profile", ["quick", "default", "paper"])
+def test_notebooks_reading_the_strategies_logbook_share_it(profile):
+    """08, 09 and 10 read 02's logbook: in every profile they must name the same one, or each logs its own
+    (in the default profile that cost 10 minutes of a one-sitting run)."""
+    params = yaml.safe_load((ROOT / "params" / f"{profile}.yaml").read_text()) or {}
+    stems = {p.stem: p for p in NOTEBOOKS}
+
+    def logbook_of(stem):
+        values = {**parameter_defaults(stems[stem]), **params.get(stem, {})}
+        return {k: values.get(k, parameter_defaults(stems["02_tree_strategies"])[k]) for k in LOGBOOK_PARAMETERS}
+    for stem in ("08_classifier_surfaces", "09_block_sparsity", "10_explorer"):
+        assert logbook_of(stem) == logbook_of("02_tree_strategies"), f"{profile}: {stem}"
+
+
 @pytest.mark.slow
 def test_run_all_quick_profile_produces_every_report():
     subprocess.run(["./run_all.sh", "--profile", "quick", "--force"], cwd=ROOT, check=True)

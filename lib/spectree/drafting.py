@@ -105,7 +105,8 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
     else:
         warped = sampling.probs(logits)
         # Gumbel top-k in its exponential form: argsort of p / E, E ~ Exp(1), is argsort of log p − log E
-        noise = torch.empty_like(warped).exponential_(generator=generator).clamp_(min=1e-30)
+        # (E = −log U from torch.rand: Tensor.exponential_ is 6x slower on this CPU, measured)
+        noise = torch.rand(warped.shape, generator=generator).clamp_(min=1e-20).log_().neg_()  # [f, V] Exp(1)
         _, tok = row_topk(warped / noise, k)  # [f, k] a sample without replacement, in sample order
         top = logits.gather(-1, tok)
         rank = torch.stack([(logits > top[:, j, None]).sum(-1) for j in range(k)], -1)  # [f, k] place in the row

@@ -51,21 +51,28 @@ def parameter_defaults(path: Path) -> dict:
     return {node.target.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.AnnAssign)}
 
 
-LOGBOOK_PARAMETERS = ("pair", "prompts", "max_new_tokens", "K", "d_max", "beam", "b_env", "d_env")
+# notebooks that read one logbook: (the notebook that logs it, its readers, the parameters that key it)
+SHARED_LOGBOOKS = [
+    ("02_tree_strategies", ("08_classifier_surfaces", "09_block_sparsity", "10_explorer"),
+     ("pair", "prompts", "max_new_tokens", "K", "d_max", "beam", "b_env", "d_env")),
+    ("04_entropy_rank", ("05_calibration", "06_acceptance_vs_probability", "07_entropy_match"),
+     ("pair", "dataset", "n_prompts", "max_new_tokens")),
+]
 
 
 @pytest.mark.parametrize("profile", ["quick", "default", "paper"])
-def test_notebooks_reading_the_strategies_logbook_share_it(profile):
-    """08, 09 and 10 read 02's logbook: in every profile they must name the same one, or each logs its own
-    (in the default profile that cost 10 minutes of a one-sitting run)."""
+@pytest.mark.parametrize("writer, readers, keys", SHARED_LOGBOOKS)
+def test_notebooks_reading_one_logbook_share_it(profile, writer, readers, keys):
+    """Readers must name the writer's logbook in every profile, or each logs its own (in the default
+    profile that cost 10 minutes of a one-sitting run for 09, and 17 for 06)."""
     params = yaml.safe_load((ROOT / "params" / f"{profile}.yaml").read_text()) or {}
     stems = {p.stem: p for p in NOTEBOOKS}
 
     def logbook_of(stem):
         values = {**parameter_defaults(stems[stem]), **params.get(stem, {})}
-        return {k: values.get(k, parameter_defaults(stems["02_tree_strategies"])[k]) for k in LOGBOOK_PARAMETERS}
-    for stem in ("08_classifier_surfaces", "09_block_sparsity", "10_explorer"):
-        assert logbook_of(stem) == logbook_of("02_tree_strategies"), f"{profile}: {stem}"
+        return {k: values.get(k, parameter_defaults(stems[writer])[k]) for k in keys}
+    for stem in readers:
+        assert logbook_of(stem) == logbook_of(writer), f"{profile}: {stem}"
 
 
 @pytest.mark.slow

@@ -6,8 +6,9 @@ one token per context; at the first position that is the target's second most li
 of the mass), which only a bonus drawn from the residual can commit.
 
 One decoding step from a context is the real pipeline: `grow_tree` with a k-ary policy whose offer calls the
-real `child_candidates` (K children per node sampled without replacement by Gumbel top-k from the warped
-draft distribution), `tree.dists` filled as `draft_tree` fills it, the target's warped distributions at
+real `child_candidates` (K children per node sampled without replacement from the warped draft
+distribution by `sample_without_replacement`), the tree's draft distributions (`dists`, `dist_row`) as
+`draft_tree` fills them, the target's warped distributions at
 every node (`Sampling.probs`), then the real `verify_multibranch`. Steps repeat until two tokens are
 committed; the first two committed tokens must follow the exact target joint T(x1 | c0) T(x2 | c0 + x1).
 
@@ -123,7 +124,7 @@ class Forest:
     def tree(self, j: int) -> DraftTree:
         s, e = self.starts[j], self.ends[j]
         return DraftTree(**{f: col[s:e] for f, col in self.columns.items()}, prefix_len=self.prefix_len,
-                         dists=self.dists[s:e])
+                         dists=self.dists[s:e], dist_row=torch.arange(e - s))
 
 
 def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy: Policy, sampling: Sampling,
@@ -364,7 +365,7 @@ def accept_every_drafted_child(tree: DraftTree, target_probs: torch.Tensor,
     """Deliberately wrong: follow the first child with draft probability > 0 (plain draft sampling)."""
     kids, tokens, node, accepted = _kids(tree), tree.tokens.tolist(), 0, []
     while True:
-        nxt = next((c for c in kids[node] if tree.dists[node, tokens[c]] > 0), None)
+        nxt = next((c for c in kids[node] if tree.draft_dist(node)[tokens[c]] > 0), None)
         if nxt is None:
             bonus = int(torch.multinomial(target_probs[node].float(), 1, generator=generator))
             return Verdict(accepted, bonus, len(tree))
@@ -378,7 +379,7 @@ def verify_as_if_with_replacement(tree: DraftTree, target_probs: torch.Tensor,
     i.e. `verify_multibranch` without the D[y] <- 0, D <- norm(D) update after a rejection."""
     kids, tokens, node, accepted = _kids(tree), tree.tokens.tolist(), 0, []
     while True:
-        R, D, nxt = target_probs[node].double(), tree.dists[node].double(), None
+        R, D, nxt = target_probs[node].double(), tree.draft_dist(node).double(), None
         for c in kids[node]:
             y = tokens[c]
             if float(torch.rand((), generator=generator, dtype=torch.float64)) * D[y] < R[y]:

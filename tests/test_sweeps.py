@@ -1,5 +1,6 @@
 """Replay sweeps on a tiny logbook: score / sweep tables, unreplayable specs reported, claims and verdicts,
 per-category totals, the C2T helper and the standard spec lists."""
+import pandas as pd
 import pytest
 
 from helpers import tiny_llama
@@ -134,3 +135,17 @@ def test_sweep_figures_and_csv(logbook, tmp_path, monkeypatch):
     cats = sweeps.per_category(logbook, "chain:k=3")
     assert len(plots_sweeps.plot_per_category(cats).axes) == 2
     assert plots_sweeps.save_csv(table.drop(columns="params"), "sweep", "nb").read_text().startswith("group,spec")
+
+
+def test_speed_claims_judge_tree_construction_at_every_temperature():
+    from spectree.speed import speed_claims
+
+    greedy = pd.DataFrame({"method": ["HF generate", "AR (our loop)", "chain-5", "VCT"], "speedup": [1.0, 0.9, 0.4, 0.1],
+                           "tree_frac": [0.0, 0.001, 0.03, 0.02], "tau": [1.0, 1.0, 1.2, 1.4],
+                           "gamma": [0.0, 0.0, 5.0, 363.0], "ms_per_token": [70.0, 75.0, 180.0, 900.0],
+                           "tokens_per_s": [14.0, 13.0, 5.5, 1.1]})
+    sampled = greedy.assign(tree_frac=[0.0, 0.001, 0.03, 0.061])
+    tree = {c["name"]: c for c in speed_claims({0.0: greedy})}["tree construction ≤ 5% of decoding time for every policy"]
+    assert tree["verdict"] == "holds"
+    tree = {c["name"]: c for c in speed_claims({0.0: greedy, 0.6: sampled})}[tree["name"]]
+    assert tree["verdict"] == "does not hold" and tree["ours"] == "max 6.1% (VCT, T = 0.6)"

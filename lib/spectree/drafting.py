@@ -11,7 +11,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from .errors import TreeTooLarge
-from .sampling import Sampling, log_partition_and_entropy, row_topk, topm_entropy
+from .sampling import Sampling, log_partition_and_entropy, rank_in_row, row_topk, sample_without_replacement, topm_entropy
 from .strategies.base import Policy
 from .tree import DraftTree, Nodes
 from .treeattn import (
@@ -89,7 +89,7 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
 
     frontier: [f] node indices; logits: [f, V] draft logits at those nodes.
     Greedy: the top-k tokens. Stochastic: k tokens sampled without replacement from the warped
-    distribution (Gumbel top-k), in sample order — the order multi-branch verification replays.
+    distribution (`sample_without_replacement`), in sample order — the order multi-branch verification replays.
     The top-M entropy (a top-1000 sort per row, the costliest feature) is computed only when `topm`;
     otherwise that column is NaN. Returns (candidates with `parents` = frontier node indices, warped
     distributions [f, V], None when greedy).
@@ -104,12 +104,9 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
         rank = torch.arange(k).expand(f, k)
     else:
         warped = sampling.probs(logits)
-        # Gumbel top-k in its exponential form: argsort of p / E, E ~ Exp(1), is argsort of log p − log E
-        # (E = −log U from torch.rand: Tensor.exponential_ is 6x slower on this CPU, measured)
-        noise = torch.rand(warped.shape, generator=generator).clamp_(min=1e-20).log_().neg_()  # [f, V] Exp(1)
-        _, tok = row_topk(warped / noise, k)  # [f, k] a sample without replacement, in sample order
+        tok, drawn = sample_without_replacement(warped, k, generator)  # [f, k] in sample order
         top = logits.gather(-1, tok)
-        rank = torch.stack([(logits > top[:, j, None]).sum(-1) for j in range(k)], -1)  # [f, k] place in the row
+        rank = rank_in_row(logits, top)
     p = torch.exp(top - log_z[:, None])  # [f, k] raw (T = 1) probabilities
     confidence = p[:, 0] if sampling.greedy else torch.exp(logits.amax(-1) - log_z)  # [f] the top token's
     parent = frontier[:, None].expand(f, k)
@@ -118,8 +115,8 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
                  entropy=ent[:, None].expand(f, k).flatten(),
                  entropy_topm=ent_topm[:, None].expand(f, k).flatten(),
                  rank=rank.flatten(), confidence=confidence[:, None].expand(f, k).flatten())
-    if not sampling.greedy:  # tokens outside the top-p nucleus cannot be sampled
-        cand = cand.take(warped.gather(-1, tok).flatten() > 0)
+    if not sampling.greedy:  # a row with fewer than k tokens of positive probability offers fewer children
+        cand = cand.take(drawn.flatten())
     return cand, warped
 
 
@@ -146,7 +143,7 @@ def grow_tree(tree: DraftTree, policy: Policy, offer: Offer) -> DraftTree:
 def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,
                sampling: Sampling, generator: Optional[torch.Generator] = None) -> DraftTree:
     """Grow one draft tree under `policy` with the draft model (root = last committed token, root_logits: [V])."""
-    dists: dict[int, torch.Tensor] = {}
+    expanded: list[tuple[torch.Tensor, torch.Tensor]] = []  # (frontier [f], warped draft dists [f, V]) per layer
 
     def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
         if policy.max_nodes is not None and len(tree) + len(frontier) * policy.K > policy.max_nodes:
@@ -156,14 +153,15 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
         logits = root_logits[None] if is_root else drafter.feed_tree(tree, frontier).logits[0]  # [f, V]
         cand, warped = child_candidates(tree, frontier, logits, policy.K, sampling, generator, policy.needs_topm_entropy)
         if not sampling.greedy:
-            dists.update(zip(frontier.tolist(), warped))
+            expanded.append((frontier, warped))
         return cand
 
     tree = grow_tree(DraftTree.root(root_token, prefix_len), policy, offer)
     drafter.rollback()
-    if dists:  # [n, V]; rows of nodes without children stay zero
-        zeros = torch.zeros(root_logits.shape[-1])
-        tree.dists = torch.stack([dists.get(i, zeros) for i in range(len(tree))])
+    if expanded:  # rows only for the expanded nodes
+        tree.dists = torch.cat([warped for _, warped in expanded])  # [m, V]
+        tree.dist_row = torch.full((len(tree),), -1, dtype=torch.long)
+        tree.dist_row[torch.cat([frontier for frontier, _ in expanded])] = torch.arange(len(tree.dists))
     return tree.subtree(policy.finalize(tree))
 
 

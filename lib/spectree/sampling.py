@@ -25,7 +25,9 @@ class Sampling:
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
         """[..., V] logits → the distribution we sample from (temperature, then nucleus top-p)."""
-        probs = torch.softmax(logits.float() / self.temperature, dim=-1)
+        probs = logits.float() / self.temperature  # [..., V]; then softmax in place (one fresh buffer, not two)
+        probs = probs.sub_(probs.amax(-1, keepdim=True)).exp_()
+        probs = probs.div_(probs.sum(-1, keepdim=True))
         if self.top_p < 1.0:
             sorted_p, order = probs.sort(dim=-1, descending=True)
             outside = sorted_p.cumsum(-1) - sorted_p >= self.top_p  # keep the smallest prefix reaching top_p
@@ -53,13 +55,55 @@ def row_topk(x: torch.Tensor, k: int, chunk: int = 64) -> tuple[torch.Tensor, to
     return values, cols.gather(-1, j)
 
 
+def rank_in_row(logits: torch.Tensor, values: torch.Tensor, head: int = 64) -> torch.Tensor:
+    """long [f, k]: how many logits of each row [f, V] exceed each of its `values` [f, k] (a sampled token's
+    place in its row). Counted among the row's top `head` (one chunked top-k), and over the full row only
+    for rows holding a value outside that head (rare at the temperatures used here)."""
+    best, _ = row_topk(logits, min(head, logits.shape[-1]))  # [f, head] descending
+    rank = (best[:, None, :] > values[..., None]).sum(-1)  # [f, k]
+    far = (values < best[:, -1:]).any(-1)  # [f] rows where the head does not reach a value
+    if bool(far.any()):
+        rank[far] = (logits[far][:, None, :] > values[far][..., None]).sum(-1)
+    return rank
+
+
+def sample_without_replacement(probs: torch.Tensor, k: int, generator=None, chunk: int = 64
+                               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """k tokens per row of `probs` [f, V], drawn one after another without replacement (each draw from the
+    row renormalised over the tokens not drawn yet): a sample in sample order, the same law as a Gumbel
+    top-k, from 2k uniforms per row instead of V. Each draw picks a chunk of `chunk` columns by its mass,
+    then a token inside it. Returns (tokens long [f, k], valid bool [f, k]): a draw is invalid when the
+    row had no mass left (fewer than k tokens of positive probability)."""
+    f, v = probs.shape
+    pad = -v % chunk
+    p = torch.nn.functional.pad(probs, (0, pad)).view(f, -1, chunk) if pad else probs.view(f, -1, chunk)
+    mass = p.sum(-1, dtype=torch.float64)  # [f, C] chunk masses
+    u = torch.rand((f, k, 2), generator=generator, dtype=torch.float64)
+    rows = torch.arange(f)
+    tokens = torch.zeros(f, k, dtype=torch.long)
+    valid = torch.zeros(f, k, dtype=torch.bool)
+    for j in range(k):
+        cdf = mass.cumsum(-1)  # [f, C]
+        valid[:, j] = cdf[:, -1] > 0
+        c = torch.searchsorted(cdf, (u[:, j, 0] * cdf[:, -1])[:, None], right=True)[:, 0].clamp(max=cdf.shape[1] - 1)
+        inner = p[rows, c].double()  # [f, chunk]
+        cols = c[:, None] * chunk + torch.arange(chunk)  # [f, chunk]
+        inner[(cols[:, :, None] == tokens[:, None, :j]).any(-1)] = 0.0  # tokens drawn already
+        icdf = inner.cumsum(-1)
+        i = torch.searchsorted(icdf, (u[:, j, 1] * icdf[:, -1])[:, None], right=True)[:, 0].clamp(max=chunk - 1)
+        tokens[:, j] = c * chunk + i
+        inner[rows, i] = 0.0
+        mass[rows, c] = inner.sum(-1)  # recomputed, not decremented: an emptied chunk has mass exactly 0
+    return tokens.clamp(max=v - 1), valid & (tokens < v)
+
+
 def log_partition_and_entropy(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(logsumexp, entropy in nats) of softmax(logits) over the last dim, from one pass of exp:
     H = log Z − Σ p·z. A −inf logit gives 0·(−inf) = NaN, which the sum skips."""
     top = logits.amax(-1, keepdim=True)  # [..., 1]
-    e = torch.exp(logits - top)  # [..., V]
+    e = (logits - top).exp_()  # [..., V]; in place: every fresh [f, V] buffer costs page faults (measured 3x)
     z = e.sum(-1)  # [...]
-    return top[..., 0] + z.log(), top[..., 0] + z.log() - torch.nansum(e * logits, -1) / z
+    return top[..., 0] + z.log(), top[..., 0] + z.log() - torch.nansum(e.mul_(logits), -1) / z
 
 
 def topm_entropy(logits: torch.Tensor, m: int) -> torch.Tensor:

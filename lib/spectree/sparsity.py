@@ -58,8 +58,8 @@ def permute(tree: DraftTree, order: torch.Tensor) -> DraftTree:
     new_index[order] = torch.arange(len(tree))
     part = tree.take(order)
     part.parents = torch.where(part.parents >= 0, new_index[part.parents.clamp(min=0)], part.parents)
-    return DraftTree(**part.columns(), prefix_len=tree.prefix_len,
-                     dists=None if tree.dists is None else tree.dists[order])
+    return DraftTree(**part.columns(), prefix_len=tree.prefix_len, dists=tree.dists,
+                     dist_row=None if tree.dist_row is None else tree.dist_row[order])
 
 
 def dfs_tree(tree: DraftTree) -> DraftTree:

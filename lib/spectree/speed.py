@@ -94,14 +94,19 @@ def dyspec_layout(tables: dict[float, pd.DataFrame], budget: int = 32) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def speed_claims(table: pd.DataFrame, budget: int = 32) -> list[dict[str, Any]]:
+def speed_claims(tables: dict[float, pd.DataFrame], budget: int = 32) -> list[dict[str, Any]]:
+    """The papers' speed claims on the greedy table (the lowest temperature); tree construction's share is
+    judged at every temperature, since sampling children costs more than taking the top-k."""
+    table = tables[min(tables)]
     t = table.set_index("method")
     spec = t.drop(index=["HF generate", "AR (our loop)"], errors="ignore")
     best = spec.speedup.idxmax()
+    tree = pd.concat({temp: tab.set_index("method").tree_frac for temp, tab in tables.items()})  # (T, method)
+    worst_t, worst = tree.idxmax()
     out = [claim("best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)", "≥ 1.3×",
                  f"{best}: {spec.speedup.max():.2f}×", bool(spec.speedup.max() >= 1.3)),
            claim("tree construction ≤ 5% of decoding time for every policy", "≤ 5%",
-                 f"max {100 * spec.tree_frac.max():.1f}% ({spec.tree_frac.idxmax()})", bool(spec.tree_frac.max() <= 0.05))]
+                 f"max {100 * tree.max():.1f}% ({worst}, T = {worst_t:g})", bool(tree.max() <= 0.05))]
     e2, c2t = f"EAGLE-2 N={budget}", f"C2T β=0.5 top{budget}"
     if e2 in t.index and c2t in t.index:
         ratio = t.loc[c2t, "gamma"] / t.loc[e2, "gamma"]

@@ -68,12 +68,16 @@ class DraftTree(Nodes):
 
     prefix_len  committed sequence length L including the root, so node i sits at position
                 L - 1 + depth[i].
-    dists       [n, V] the (temperature / top-p warped) draft distribution *at* each node, from which
-                its children were drawn; only kept for stochastic verification (None when greedy).
+    dists       [m, V] the (temperature / top-p warped) draft distributions the children of the expanded
+                nodes were drawn from; only kept for stochastic verification (None when greedy).
+    dist_row    long [n]: node i's row in `dists`, −1 for a node never expanded. Leaves (most nodes) get
+                no [V] row, and pruning or reordering the tree re-indexes `dist_row` without copying
+                `dists` (a dense [n, V] copy cost ~150 ms per VCT tree at T > 0 here, measured).
     """
 
     prefix_len: int = 0
     dists: Optional[torch.Tensor] = None
+    dist_row: Optional[torch.Tensor] = None
 
     @staticmethod
     def root(token: int, prefix_len: int) -> "DraftTree":
@@ -149,8 +153,15 @@ class DraftTree(Nodes):
         new_index[idx] = torch.arange(len(idx))
         part = self.take(idx)
         part.parents = torch.where(part.parents >= 0, new_index[part.parents.clamp(min=0)], part.parents)
-        dists = None if self.dists is None else self.dists[idx]
-        return DraftTree(**part.columns(), prefix_len=self.prefix_len, dists=dists)
+        return DraftTree(**part.columns(), prefix_len=self.prefix_len, dists=self.dists,
+                         dist_row=None if self.dist_row is None else self.dist_row[idx])
+
+    def draft_dist(self, i: int) -> torch.Tensor:
+        """[V] the warped draft distribution node i's children were drawn from."""
+        row = int(self.dist_row[i])
+        if row < 0:
+            raise SpectreeError(f"node {i} was never expanded: it has no draft distribution")
+        return self.dists[row]
 
     def copy(self) -> "DraftTree":
         return replace(self, **{f.name: getattr(self, f.name).clone() for f in fields(Nodes)})

@@ -68,8 +68,8 @@ def verify_multibranch(tree: DraftTree, target_probs: torch.Tensor, generator: O
                        ) -> Verdict:
     """Multi-branch stochastic verification (DySpec Alg. 3; SpecInfer with sampling without replacement).
 
-    target_probs: [n, V] warped target distributions at the nodes; tree.dists: [n, V] warped draft
-    distributions the children of each node were drawn from, without replacement, in index order.
+    target_probs: [n, V] warped target distributions at the nodes; tree.draft_dist(u): the warped draft
+    distribution the children of each node were drawn from, without replacement, in index order.
     At node u, for each child y in order: accept with prob min(1, R[y] / D[y]); on rejection
     R ← norm(max(R − D, 0)), D[y] ← 0, D ← norm(D). If no child is accepted the bonus is sampled from R.
     """
@@ -77,7 +77,7 @@ def verify_multibranch(tree: DraftTree, target_probs: torch.Tensor, generator: O
     node, accepted = 0, []
     while True:
         R = target_probs[node].double().cpu()
-        D = tree.dists[node].double().cpu() if kids[node] else None
+        D = tree.draft_dist(node).double().cpu() if kids[node] else None
         nxt = None
         for c in kids[node]:
             y = tokens[c]

@@ -226,3 +226,38 @@ def test_vct_shape_and_sibling_order():
     policy = vct_policy(3, 5)
     assert (policy.name, policy.K, policy.d_max) == ("vct", 3, 5)
     assert sibling_order(torch.tensor([0, 0, 0, 3, 3, 5])).tolist() == [0, 1, 2, 0, 1, 0]
+
+
+def feature_offer(blank: frozenset):
+    """Seeded random candidates (4 per frontier node) whose optional features named in `blank` are not
+    computed, as live drafting leaves them: NaN, rank -1."""
+    def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
+        g = torch.Generator().manual_seed(1000 * len(tree) + int(frontier.sum()))
+        f, k = len(frontier), 4
+        p = torch.rand(f, k, generator=g).sort(-1, descending=True).values  # [f, k]
+        parents = frontier[:, None].expand(f, k)
+        per_row = {name: (torch.rand(f, generator=g) * 3)[:, None].expand(f, k) for name in ("entropy", "entropy_topm")}
+        cols = dict(entropy=per_row["entropy"], entropy_topm=per_row["entropy_topm"], rank=torch.arange(k).expand(f, k))
+        for name in blank:
+            cols[name] = torch.full_like(cols[name], -1 if name == "rank" else float("nan"))
+        return Nodes(tokens=torch.randint(0, 50, (f, k), generator=g).flatten(), parents=parents.flatten(),
+                     depth=(tree.depth[parents] + 1).flatten(), draft_prob=p.flatten(),
+                     joint=(tree.joint[parents] * p).flatten(), confidence=p[:, :1].expand(f, k).flatten(),
+                     **{name: col.flatten() for name, col in cols.items()})
+    return offer
+
+
+@pytest.mark.parametrize("spec", SPECS + ["c2t:beta=0.3,K=4,d_max=4"])
+def test_policies_read_only_the_optional_features_they_declare(spec):
+    """Live drafting skips the optional features a policy does not declare; the tree must not change."""
+    from spectree.drafting import grow_tree
+    from spectree.strategies.base import OPTIONAL_FEATURES
+
+    def grown(blank):
+        policy = parse_strategy(spec)
+        tree = grow_tree(DraftTree.root(0, 5), policy, feature_offer(blank))
+        return tree.subtree(policy.finalize(tree))
+
+    full, lean = grown(frozenset()), grown(OPTIONAL_FEATURES - parse_strategy(spec).features)
+    assert full.tokens.tolist() == lean.tokens.tolist() and full.parents.tolist() == lean.parents.tolist()
+    assert len(full) > 1

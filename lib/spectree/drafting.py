@@ -12,7 +12,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from .errors import TreeTooLarge
 from .sampling import Sampling, log_partition_and_entropy, rank_in_row, row_topk, sample_without_replacement, topm_entropy
-from .strategies.base import Policy
+from .strategies.base import OPTIONAL_FEATURES, Policy
 from .tree import DraftTree, Nodes
 from .treeattn import (
     cache_len,
@@ -84,31 +84,33 @@ class CachedLM:
 
 def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tensor, k: int,
                      sampling: Sampling, generator: Optional[torch.Generator],
-                     topm: bool = True) -> tuple[Nodes, torch.Tensor]:
+                     features: frozenset = OPTIONAL_FEATURES) -> tuple[Nodes, torch.Tensor]:
     """Up to k children per frontier node, with features from the raw (T = 1) draft distribution.
 
     frontier: [f] node indices; logits: [f, V] draft logits at those nodes.
     Greedy: the top-k tokens. Stochastic: k tokens sampled without replacement from the warped
     distribution (`sample_without_replacement`), in sample order — the order multi-branch verification replays.
-    The top-M entropy (a top-1000 sort per row, the costliest feature) is computed only when `topm`;
-    otherwise that column is NaN. Returns (candidates with `parents` = frontier node indices, warped
+    The optional features (top-M entropy: a top-1000 sort per row; full entropy: two passes over the vocabulary;
+    a sampled token's rank in its row) are computed only if named in `features` (those the policy reads);
+    one not computed is NaN (rank: -1). Returns (candidates with `parents` = frontier node indices, warped
     distributions [f, V], None when greedy).
     """
     logits = logits.float().cpu()  # tree bookkeeping lives on the CPU
     f = logits.shape[0]
-    log_z, ent = log_partition_and_entropy(logits)  # [f], [f]
-    ent_topm = topm_entropy(logits, TOP_M) if topm else torch.full_like(ent, float("nan"))
+    top_logit = logits.amax(-1)  # [f], shared by log Z, the warped distribution and the confidence
+    log_z, ent = log_partition_and_entropy(logits, top_logit, "entropy" in features)  # [f], [f]
+    ent_topm = topm_entropy(logits, TOP_M) if "entropy_topm" in features else torch.full_like(ent, float("nan"))
     if sampling.greedy:
         warped = None
         top, tok = row_topk(logits, k)  # [f, k]
         rank = torch.arange(k).expand(f, k)
     else:
-        warped = sampling.probs(logits)
+        warped = sampling.probs(logits, top_logit)
         tok, drawn = sample_without_replacement(warped, k, generator)  # [f, k] in sample order
         top = logits.gather(-1, tok)
-        rank = rank_in_row(logits, top)
+        rank = rank_in_row(logits, top) if "rank" in features else torch.full_like(tok, -1)
     p = torch.exp(top - log_z[:, None])  # [f, k] raw (T = 1) probabilities
-    confidence = p[:, 0] if sampling.greedy else torch.exp(logits.amax(-1) - log_z)  # [f] the top token's
+    confidence = torch.exp(top_logit - log_z)  # [f] the top token's
     parent = frontier[:, None].expand(f, k)
     cand = Nodes(tokens=tok.flatten(), parents=parent.flatten(), depth=(tree.depth[parent] + 1).flatten(),
                  draft_prob=p.flatten(), joint=(tree.joint[parent] * p).flatten(),
@@ -151,7 +153,8 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
                                f"top of {len(tree)} nodes (limit {policy.max_nodes}); the draft is too uncertain for it")
         is_root = len(tree) == 1
         logits = root_logits[None] if is_root else drafter.feed_tree(tree, frontier).logits[0]  # [f, V]
-        cand, warped = child_candidates(tree, frontier, logits, policy.K, sampling, generator, policy.needs_topm_entropy)
+        cand, warped = child_candidates(tree, frontier, logits, policy.width(tree, frontier), sampling, generator,
+                                        policy.features)
         if not sampling.greedy:
             expanded.append((frontier, warped))
         return cand

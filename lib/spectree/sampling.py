@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -23,10 +24,12 @@ class Sampling:
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
-    def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """[..., V] logits → the distribution we sample from (temperature, then nucleus top-p)."""
+    def probs(self, logits: torch.Tensor, top: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """[..., V] logits → the distribution we sample from (temperature, then nucleus top-p). `top`: the
+        rows' max logit [...] when the caller has it (saves a pass over the vocabulary)."""
         probs = logits.float() / self.temperature  # [..., V]; then softmax in place (one fresh buffer, not two)
-        probs = probs.sub_(probs.amax(-1, keepdim=True)).exp_()
+        top = probs.amax(-1, keepdim=True) if top is None else top[..., None] / self.temperature
+        probs = probs.sub_(top).exp_()
         probs = probs.div_(probs.sum(-1, keepdim=True))
         if self.top_p < 1.0:
             sorted_p, order = probs.sort(dim=-1, descending=True)
@@ -79,7 +82,7 @@ def sample_without_replacement(probs: torch.Tensor, k: int, generator=None, chun
     p = torch.nn.functional.pad(probs, (0, pad)).view(f, -1, chunk) if pad else probs.view(f, -1, chunk)
     mass = p.sum(-1).double()  # [f, C] chunk masses (summed in float32: 64 terms; 12x faster than in float64 here)
     u = torch.rand((f, k, 2), generator=generator, dtype=torch.float64)
-    rows = torch.arange(f)
+    rows, offsets = torch.arange(f), torch.arange(chunk)
     tokens = torch.zeros(f, k, dtype=torch.long)
     valid = torch.zeros(f, k, dtype=torch.bool)
     for j in range(k):
@@ -87,23 +90,29 @@ def sample_without_replacement(probs: torch.Tensor, k: int, generator=None, chun
         valid[:, j] = cdf[:, -1] > 0
         c = torch.searchsorted(cdf, (u[:, j, 0] * cdf[:, -1])[:, None], right=True)[:, 0].clamp(max=cdf.shape[1] - 1)
         inner = p[rows, c].double()  # [f, chunk]
-        cols = c[:, None] * chunk + torch.arange(chunk)  # [f, chunk]
-        inner[(cols[:, :, None] == tokens[:, None, :j]).any(-1)] = 0.0  # tokens drawn already
+        if j:  # tokens drawn already get no mass
+            inner[((c[:, None] * chunk + offsets)[:, :, None] == tokens[:, None, :j]).any(-1)] = 0.0
         icdf = inner.cumsum(-1)
         i = torch.searchsorted(icdf, (u[:, j, 1] * icdf[:, -1])[:, None], right=True)[:, 0].clamp(max=chunk - 1)
         tokens[:, j] = c * chunk + i
-        inner[rows, i] = 0.0
-        mass[rows, c] = inner.sum(-1)  # recomputed, not decremented: an emptied chunk has mass exactly 0
+        if j + 1 < k:
+            inner[rows, i] = 0.0
+            mass[rows, c] = inner.sum(-1)  # recomputed, not decremented: an emptied chunk has mass exactly 0
     return tokens.clamp(max=v - 1), valid & (tokens < v)
 
 
-def log_partition_and_entropy(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def log_partition_and_entropy(logits: torch.Tensor, top: Optional[torch.Tensor] = None, entropy: bool = True
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
     """(logsumexp, entropy in nats) of softmax(logits) over the last dim, from one pass of exp:
-    H = log Z − Σ p·z. A −inf logit gives 0·(−inf) = NaN, which the sum skips."""
-    top = logits.amax(-1, keepdim=True)  # [..., 1]
-    e = (logits - top).exp_()  # [..., V]; in place: every fresh [f, V] buffer costs page faults (measured 3x)
+    H = log Z − Σ p·z. A −inf logit gives 0·(−inf) = NaN, which the sum skips. `top`: the rows' max logit
+    [...] if the caller has it; `entropy=False` skips the entropy's two passes (returned as NaN)."""
+    top = logits.amax(-1) if top is None else top  # [...]
+    e = (logits - top[..., None]).exp_()  # [..., V]; in place: every fresh [f, V] buffer costs page faults (measured 3x)
     z = e.sum(-1)  # [...]
-    return top[..., 0] + z.log(), top[..., 0] + z.log() - torch.nansum(e.mul_(logits), -1) / z
+    log_z = top + z.log()
+    if not entropy:
+        return log_z, torch.full_like(log_z, float("nan"))
+    return log_z, log_z - torch.nansum(e.mul_(logits), -1) / z
 
 
 def topm_entropy(logits: torch.Tensor, m: int) -> torch.Tensor:

@@ -16,6 +16,8 @@ import torch
 from ..errors import SpectreeError
 from ..tree import DraftTree, Nodes
 
+OPTIONAL_FEATURES = frozenset({"entropy", "entropy_topm", "rank"})  # node features that cost passes over the vocabulary
+
 
 @dataclass
 class Policy:
@@ -27,7 +29,9 @@ class Policy:
     # live drafting stops (errors.TreeTooLarge) rather than offer more candidates than this: a policy meant
     # for a confident draft can ask a weak one for thousands of nodes a CPU verifies for minutes
     max_nodes: ClassVar[Optional[int]] = 1024
-    needs_topm_entropy: ClassVar[bool] = False  # drafting computes the top-M entropy only for policies that read it
+    # the costly node features (OPTIONAL_FEATURES) this policy reads; live drafting computes only these, the
+    # others are NaN (rank: -1). By default the full entropy and the sampled tokens' rank, not the top-M entropy
+    features: ClassVar[frozenset] = frozenset({"entropy", "rank"})
 
     def __post_init__(self):
         if self.K < 1:
@@ -42,6 +46,11 @@ class Policy:
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         """bool [len(cand)]: which offered children join the tree."""
         raise NotImplementedError
+
+    def width(self, tree: DraftTree, frontier: torch.Tensor) -> int:
+        """How many children (≤ K) live drafting offers each frontier node [f] this layer: K unless the
+        policy knows it keeps fewer whatever their values (a static shape). Replay may offer more."""
+        return self.K
 
     def expand(self, tree: DraftTree, new: torch.Tensor) -> torch.Tensor:
         """bool [len(new)]: which of the nodes just added get children offered at the next layer."""

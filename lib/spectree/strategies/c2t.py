@@ -18,7 +18,7 @@ class C2TPolicy(Policy):
     topk: int = 0  # second pruning: at most this many draft nodes in the tree, the most confident first (0 = off)
 
     name = "c2t"
-    needs_topm_entropy = True  # its H is the entropy over the top-M probabilities
+    features = frozenset({"entropy_topm"})  # its H is the entropy over the top-M probabilities
     probabilities = ("beta",)
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:

@@ -20,6 +20,10 @@ class ChainPolicy(Policy):
 
     name = "chain"
 
+    @property
+    def features(self) -> frozenset:
+        return frozenset({"entropy"}) if self.stop == "entropy" else frozenset()
+
     def __post_init__(self):
         super().__post_init__()
         if self.stop not in STOPS:

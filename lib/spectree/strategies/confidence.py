@@ -18,6 +18,7 @@ class PCTPolicy(Policy):
     leaf_min: float = 0.01  # finally drop leaves whose path confidence is below this
 
     name = "pct"
+    features = frozenset()
     probabilities = ("ratio", "leaf_min")
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
@@ -41,6 +42,7 @@ def pct_prune(ratio: float = 0.1, k: int = 5, d_max: int = 10, leaf_min: float =
 @dataclass
 class CapePolicy(Policy):
     name = "cape"
+    features = frozenset({"rank"})
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         return cand.rank < CAPE_WIDTHS[torch.bucketize(cand.confidence.contiguous(), CAPE_BOUNDS)]

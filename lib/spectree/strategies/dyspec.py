@@ -19,6 +19,7 @@ class DySpecBudgetPolicy(Policy):
     budget: int = 64  # m: draft tokens per tree
 
     name = "dyspec"
+    features = frozenset()
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         # a candidate can only end up among the m best nodes if it beats the m-th best value seen so far
@@ -43,6 +44,7 @@ class DySpecThresholdPolicy(Policy):
     threshold: float = 0.05  # t: expand while the value is at least t
 
     name = "dyspec_threshold"
+    features = frozenset()
     probabilities = ("threshold",)
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:

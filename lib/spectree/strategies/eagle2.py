@@ -25,6 +25,7 @@ class Eagle2Policy(Policy):
     top_n: int = 50  # N: draft tokens kept after reranking
 
     name = "eagle2"
+    features = frozenset()
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         return top_by_joint(cand.joint, cand.depth, self.K)  # top-K of the K·K children

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from ..tree import DraftTree, Nodes
-from .base import Policy
+from .base import OPTIONAL_FEATURES, Policy
 
 
 def path_max_rank(tree: DraftTree) -> torch.Tensor:
@@ -32,7 +32,7 @@ class LogTreePolicy(Policy):
 
     name = "logtree"
     max_nodes = None  # the logbook's tree is as large as its config asks
-    needs_topm_entropy = True  # the logbook stores every feature
+    features = OPTIONAL_FEATURES  # the logbook stores every feature
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         return torch.ones(len(cand), dtype=torch.bool)

@@ -12,6 +12,7 @@ from .base import Policy
 @dataclass
 class KaryPolicy(Policy):
     name = "kary"
+    features = frozenset()
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         return torch.ones(len(cand), dtype=torch.bool)  # every offered child: K per node
@@ -25,6 +26,7 @@ def kary_policy(b: int = 2, d: int = 4) -> KaryPolicy:
 @dataclass
 class SequencesPolicy(Policy):
     name = "sequences"
+    features = frozenset({"rank"})
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         if int(cand.depth[0]) == 1:
@@ -58,10 +60,22 @@ class StaticShapePolicy(Policy):
     shape: frozenset = field(default_factory=frozenset, repr=False)  # SiblingPaths of the draft nodes
 
     name = "static"
+    features = frozenset()
 
     def __post_init__(self):
         super().__post_init__()
         self._paths: dict[int, SiblingPath] = {}  # tree node → its sibling path (the tree being grown)
+        self._children: dict[SiblingPath, int] = {}  # path → how many children it has in the shape
+        for q in self.shape:
+            self._children[q[:-1]] = max(self._children.get(q[:-1], 0), q[-1] + 1)
+
+    def width(self, tree: DraftTree, frontier: torch.Tensor) -> int:
+        # sampling without replacement draws children in order, so the first j of K draws are a draw of j
+        return max(self._children.get(self._paths.get(i, ()), 0) for i in frontier.tolist())  # the root: path ()
+
+    def expand(self, tree: DraftTree, new: torch.Tensor) -> torch.Tensor:
+        # only nodes with children in the shape are scored by the draft and offered children
+        return torch.tensor([self._paths[i] in self._children for i in new.tolist()], dtype=torch.bool)
 
     def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
         if bool((tree.depth[cand.parents] == 0).all()):  # first layer of a new tree (or forest)

@@ -152,7 +152,7 @@ def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy
         if len(tree) == n_roots:  # first layer: every root, not just node 0
             frontier = torch.arange(n_roots)
         logits = world.draft_logits[extend_codes(tree)[frontier]]  # [f, V]
-        cand, warped = child_candidates(tree, frontier, logits, policy.K, sampling, generator)
+        cand, warped = child_candidates(tree, frontier, logits, policy.width(tree, frontier), sampling, generator)
         dists.append((frontier, warped))
         return cand
 

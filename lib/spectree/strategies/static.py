@@ -71,7 +71,8 @@ class StaticShapePolicy(Policy):
 
     def width(self, tree: DraftTree, frontier: torch.Tensor) -> int:
         # sampling without replacement draws children in order, so the first j of K draws are a draw of j
-        return max(self._children.get(self._paths.get(i, ()), 0) for i in frontier.tolist())  # the root: path ()
+        depth = tree.depth[frontier].tolist()
+        return max(self._children.get(self._paths.get(i, ()) if d else (), 0) for i, d in zip(frontier.tolist(), depth))
 
     def expand(self, tree: DraftTree, new: torch.Tensor) -> torch.Tensor:
         # only nodes with children in the shape are scored by the draft and offered children

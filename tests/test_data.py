@@ -1,6 +1,7 @@
 """Prompt sets from the installed MT-bench, HumanEval and ShareGPT packages."""
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -10,8 +11,9 @@ from spectree import data
 from spectree.data import (DATASETS, Prompt, chat_ids, conversation_text, load_prompts, load_sharegpt_conversations,
                            parse_prompt_spec, read_complete_records)
 from spectree.errors import SpectreeError
+from spectree.paths import cache_dir
 
-TOKENIZER_DIR = Path("/work/main/data/cache/models/smollm2-135m-instruct")
+TOKENIZER_DIR = cache_dir() / "models" / "smollm2-135m-instruct"  # written by the first model load
 
 
 @pytest.fixture(scope="module")
@@ -154,4 +156,19 @@ def test_prompt_is_frozen() -> None:
     p = Prompt("mtbench", "1", "writing", "hi")
     with pytest.raises(AttributeError):
         p.text = "other"
-    assert DATASETS == ("mtbench", "humaneval", "sharegpt")
+    assert DATASETS == ("mtbench", "humaneval", "sharegpt", "pystdlib")
+
+
+def test_pystdlib_prompts_ask_humaneval_style_for_stdlib_functions_never_humaneval_ones() -> None:
+    prompts = load_prompts("pystdlib")
+    assert len(prompts) > 500 and len({p.id for p in prompts}) == len(prompts)
+    humaneval_head = load_prompts("humaneval", 1)[0].text.split("```python")[0]
+    for p in prompts:
+        assert p.text.startswith(humaneval_head) and p.text.endswith("```") and p.category == "code"
+        source = p.text.split("```python\n", 1)[1].removesuffix("```")
+        tree = ast.parse(source + "    pass\n")  # signature + docstring, body left to the model
+        (fn,) = tree.body
+        assert fn.name == p.id.rsplit(".", 1)[1] and len(ast.get_docstring(fn)) >= 60
+    human = {p.text.split("```python\n", 1)[1] for p in load_prompts("humaneval")}
+    assert not human & {p.text.split("```python\n", 1)[1] for p in prompts}
+    assert parse_prompt_spec("pystdlib:3") == prompts[:3]

@@ -44,23 +44,35 @@ def test_greedy_tree_decoding_matches_hf_generate_on_ten_prompts(smollm2_pair):
 REPLAY_SPECS = STRATEGIES + ["chain:k=6,stop=entropy,threshold=1.0", "chain:k=6,stop=dymax,threshold=0.3",
                              "entropy:d=4,k_max=3", "eagle2:K=3,d_max=4,N=12", "dyspec:m=12,K=3,d_max=4",
                              "dyspec_threshold:t=0.05,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4",
-                             "sequences:k=3,d=4", "sequoia:n=10,p=0.5/0.15/0.05"]
+                             "sequences:k=3,d=4", "sequoia:n=10,p=0.5/0.15/0.05",
+                             "c2t:beta=0.2,K=3,d_max=4,topk=12,classifier=smollm2-edd"]
 
 
-def test_replay_equals_live_greedy_decoding_for_every_policy(smollm2_pair, tmp_path):
-    target, draft, tok = smollm2_pair
+def assert_replay_equals_live(pair, cfg: LogConfig, specs: list[str], out) -> None:
+    """τ and γ of every step, and the tokens, of live greedy decoding equal the replay of the logbook."""
+    target, draft, tok = pair
     prompts = load_prompts("mtbench", 3) + load_prompts("humaneval", 2)
-    cfg = LogConfig(max_new_tokens=16, K=3, d_max=6, beam=27, b_env=3, d_env=4)
-    logbook = read_logbook(write_logbook(prompts, cfg, "test", out=tmp_path, models=smollm2_pair))
-    for spec in REPLAY_SPECS:
+    logbook = read_logbook(write_logbook(prompts, cfg, "test", out=out, models=pair))
+    for spec in specs:
         policy = parse_strategy(spec)
         for lp, prompt in zip(logbook, prompts):
-            live = speculative_generate(target, draft, chat_ids(tok, prompt.text), policy, 16,
+            live = speculative_generate(target, draft, chat_ids(tok, prompt.text), policy, cfg.max_new_tokens,
                                         eos_ids=(tok.eos_token_id,))
             steps = replay_prompt(lp, policy)
             assert steps.tau.tolist() == [s.tau for s in live.steps], (spec, prompt.key)
             assert steps.gamma.tolist() == [s.gamma for s in live.steps], (spec, prompt.key)
             assert live.tokens == lp.continuation[: lp.n_valid]
+
+
+def test_replay_equals_live_greedy_decoding_for_every_policy(smollm2_pair, tmp_path):
+    assert_replay_equals_live(smollm2_pair, LogConfig(max_new_tokens=16, K=3, d_max=6, beam=27, b_env=3, d_env=4),
+                              REPLAY_SPECS, tmp_path)
+
+
+def test_replay_equals_live_greedy_decoding_for_cape(smollm2_pair, tmp_path):
+    """CAPE offers up to 7 children per node: its own logbook holds the full 7-ary tree to depth 3."""
+    assert_replay_equals_live(smollm2_pair, LogConfig(max_new_tokens=16, K=7, d_max=3, beam=49, b_env=7, d_env=3),
+                              ["cape:d=3"], tmp_path)
 
 
 def test_logbook_labels_follow_the_greedy_continuation(smollm2_pair, tmp_path):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from spectree.errors import SpectreeError
-from spectree.selfdistill import _load_shard, _save_shard, greedy_answers, pack
+from spectree.selfdistill import MAX_PROMPT_TOKENS, _load_shard, _save_shard, answer_prompts, greedy_answers, pack
 from spectree.train_draft import Teacher, TrainConfig, loss_fn, position_weights
 
 
@@ -65,3 +65,24 @@ def test_root_weight_scales_only_the_block_starts_and_keeps_the_mean_loss_scale(
     assert loss_fn(logits, tokens, teacher, "kl", w).item() == pytest.approx((per_token * w).mean().item(), rel=1e-5)
     nll = -logp[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
     assert loss_fn(logits, tokens, teacher, "ce").item() == pytest.approx(nll.mean().item(), rel=1e-5)
+
+
+class CharTokenizer:
+    """Chat template = the message's characters as ids (enough to test prompt selection)."""
+
+    def apply_chat_template(self, messages, add_generation_prompt=True):
+        return [ord(c) % 1000 for c in messages[0]["content"]]
+
+
+def test_answer_prompts_draw_seeded_prompts_of_the_named_source_within_its_length_limit():
+    tok = CharTokenizer()
+    code = answer_prompts(tok, seed=0, n=5, source="pystdlib")
+    assert code == answer_prompts(tok, seed=0, n=5, source="pystdlib") != answer_prompts(tok, seed=1, n=5, source="pystdlib")
+    assert all(len(ids) <= MAX_PROMPT_TOKENS["pystdlib"] for ids in code)
+    texts = {"".join(chr(i) for i in ids) for ids in code}
+    assert all(t.startswith("Complete the following Python function:") for t in texts)
+    assert len(answer_prompts(tok, seed=0, n=5)) == 5  # ShareGPT by default
+    with pytest.raises(SpectreeError, match="prompt source"):
+        answer_prompts(tok, seed=0, n=1, source="humaneval")  # a held-out set is never training text
+    with pytest.raises(SpectreeError, match="self_code_prompts"):
+        TrainConfig(self_code_prompts=-1)

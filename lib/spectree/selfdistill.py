@@ -22,10 +22,17 @@ from .errors import SpectreeError
 from .paths import atomic_write_bytes, cache_dir
 
 
-def answer_prompts(tokenizer, seed: int, n: int, max_prompt_tokens: int = 160) -> list[list[int]]:
-    """Chat-templated ids of `n` ShareGPT first human turns (shuffled by `seed`), each at most
-    `max_prompt_tokens` tokens long with the template (longer prompts are skipped, not cut)."""
-    prompts = load_prompts("sharegpt")
+# prompt sources and their longest prompt (chat template included): function prompts carry a docstring
+MAX_PROMPT_TOKENS = {"sharegpt": 160, "pystdlib": 320}
+SOURCES = tuple(MAX_PROMPT_TOKENS)
+
+
+def answer_prompts(tokenizer, seed: int, n: int, source: str = "sharegpt") -> list[list[int]]:
+    """Chat-templated ids of `n` prompts of `source` (shuffled by `seed`), each at most MAX_PROMPT_TOKENS[source]
+    tokens long with the template (longer prompts are skipped, not cut)."""
+    if source not in SOURCES:
+        raise SpectreeError(f"unknown self-distillation prompt source {source!r}: use one of {SOURCES}")
+    prompts, max_prompt_tokens = load_prompts(source), MAX_PROMPT_TOKENS[source]
     order = list(range(len(prompts)))
     random.Random(seed).shuffle(order)
     out: list[list[int]] = []
@@ -35,7 +42,7 @@ def answer_prompts(tokenizer, seed: int, n: int, max_prompt_tokens: int = 160) -
             out.append(ids)
             if len(out) == n:
                 return out
-    raise SpectreeError(f"only {len(out)} ShareGPT prompts fit in {max_prompt_tokens} tokens, {n} requested")
+    raise SpectreeError(f"only {len(out)} {source} prompts fit in {max_prompt_tokens} tokens, {n} requested")
 
 
 @torch.inference_mode()
@@ -73,15 +80,16 @@ def _load_shard(path: Path) -> list[list[int]]:
 
 
 def target_answers(target, tokenizer, n_prompts: int, max_new_tokens: int = 256, seed: int = 0,
-                   batch: int = 16, shard: int = 64) -> list[list[int]]:
+                   batch: int = 16, shard: int = 64, source: str = "sharegpt") -> list[list[int]]:
     """`n_prompts` sequences (chat prompt + the target's greedy answer), generated shard by shard and cached."""
     if min(n_prompts, max_new_tokens, batch, shard) < 1:
         raise SpectreeError("n_prompts, max_new_tokens, batch and shard must all be >= 1")
-    folder = cache_dir() / "train" / f"self-answers-{max_new_tokens}-{seed}-{shard}"
-    prompts = answer_prompts(tokenizer, seed, n_prompts)
+    tag = "" if source == "sharegpt" else f"{source}-"  # ShareGPT keeps the folder name of earlier runs
+    folder = cache_dir() / "train" / f"self-answers-{tag}{max_new_tokens}-{seed}-{shard}"
+    prompts = answer_prompts(tokenizer, seed, n_prompts, source)
     seqs: list[list[int]] = []
     n_shards = -(-n_prompts // shard)
-    for index in tqdm(range(n_shards), desc="target answers", unit="shard"):
+    for index in tqdm(range(n_shards), desc=f"target answers ({source})", unit="shard"):
         path = _shard_path(folder, index)
         if not path.exists():
             part = prompts[index * shard:(index + 1) * shard]

@@ -50,7 +50,8 @@ class TrainConfig:
     steps: int = 2000
     seed: int = 0
     data: str = "sharegpt"  # "sharegpt" (conversations) or "self" (the target's greedy answers to ShareGPT prompts)
-    self_prompts: int = 768  # data="self": prompts answered (cycled over epochs if steps need more windows)
+    self_prompts: int = 768  # data="self": ShareGPT prompts answered (cycled over epochs if steps need more windows)
+    self_code_prompts: int = 0  # data="self": also answer this many standard-library functions to complete (HumanEval's format)
     self_max_new: int = 256  # data="self": answer length cap
     self_batch: int = 32  # data="self": generation batch (batched greedy is fixed by it, so part of the recipe)
     teacher_topk: int = 0  # 0: full teacher logits every step; k > 0: KL on the teacher's top-k, cached per window
@@ -64,7 +65,7 @@ class TrainConfig:
             raise SpectreeError(f"unknown training data '{self.data}': use one of {DATA}")
         if not 1 <= self.block_min <= self.block_max:
             raise SpectreeError(f"need 1 <= block_min <= block_max, got {self.block_min}, {self.block_max}")
-        for key in ("seq_len", "batch", "steps", "self_prompts", "self_max_new", "self_batch", "teacher_topk",
+        for key in ("seq_len", "batch", "steps", "self_prompts", "self_code_prompts", "self_max_new", "self_batch", "teacher_topk",
                     "root_weight"):
             if getattr(self, key) < 0:
                 raise SpectreeError(f"{key} must be >= 0, got {getattr(self, key)}")
@@ -107,6 +108,9 @@ def training_windows(target, tokenizer, cfg: TrainConfig) -> list[list[int]]:
     if cfg.data == "sharegpt":
         return sharegpt_chunks(tokenizer, cfg.seq_len, cfg.seed, n)
     seqs = target_answers(target, tokenizer, cfg.self_prompts, cfg.self_max_new, cfg.seed, cfg.self_batch)
+    if cfg.self_code_prompts:
+        seqs += target_answers(target, tokenizer, cfg.self_code_prompts, cfg.self_max_new, cfg.seed, cfg.self_batch,
+                               source="pystdlib")
     windows = pack(seqs, cfg.seq_len, cfg.seed)
     if not windows:
         raise SpectreeError(f"the self-distilled data holds less than one window of {cfg.seq_len} tokens")
@@ -121,7 +125,8 @@ def training_windows(target, tokenizer, cfg: TrainConfig) -> list[list[int]]:
 def data_description(cfg: TrainConfig) -> str:
     if cfg.data == "sharegpt":
         return "ShareGPT V3 (complete records)"
-    return (f"the target's greedy answers (≤ {cfg.self_max_new} tokens) to {cfg.self_prompts} ShareGPT first turns, "
+    code = f" and {cfg.self_code_prompts} standard-library functions to complete" if cfg.self_code_prompts else ""
+    return (f"the target's greedy answers (≤ {cfg.self_max_new} tokens) to {cfg.self_prompts} ShareGPT first turns{code}, "
             f"chat template")
 
 

@@ -11,9 +11,6 @@ from spectree import data
 from spectree.data import (DATASETS, Prompt, chat_ids, conversation_text, load_prompts, load_sharegpt_conversations,
                            parse_prompt_spec, read_complete_records)
 from spectree.errors import SpectreeError
-from spectree.paths import cache_dir
-
-TOKENIZER_DIR = cache_dir() / "models" / "smollm2-135m-instruct"  # written by the first model load
 
 
 @pytest.fixture(scope="module")
@@ -23,10 +20,9 @@ def sharegpt() -> tuple[list[dict], int]:
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    if not TOKENIZER_DIR.exists():
-        pytest.skip(f"no cached tokenizer at {TOKENIZER_DIR}")
-    from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(TOKENIZER_DIR)
+    """SmolLM2's tokenizer, as the workbook loads it (the first load dequantises the model once, ~25 s)."""
+    from spectree.models import load_target
+    return load_target()[1]
 
 
 def test_mtbench_has_80_prompts_in_8_categories() -> None:

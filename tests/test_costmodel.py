@@ -1,4 +1,6 @@
 """The cost model: timing plumbing on a tiny model, interpolation and the tree-size chooser."""
+import json
+
 import pytest
 
 from helpers import tiny_llama
@@ -21,3 +23,30 @@ def test_interpolation_ratio_and_chooser():
     # bigger trees accept more but cost more: on this curve 30 tokens at τ 3.0 beat both 4 and 63
     taus, layers = {4: 1.1, 30: 3.0, 63: 3.1}, {4: [1, 2], 30: [1, 2, 4, 8], 63: [1, 2, 4, 8, 16]}
     assert best_tree_size(cost, taus, layers) == 30
+
+
+def test_timings_taken_under_contention_are_not_trusted_from_the_cache(tmp_path, monkeypatch, tiny_target):
+    # the shape of a cache written while training jobs shared the CPU: 2 tokens 6x slower than 16
+    contended = CostModel("m", 8, [1, 2, 16], target_s=[0.77, 4.7, 0.47], draft_s=[0.02, 0.13, 0.21])
+    assert not contended.plausible
+    assert CostModel("m", 8, [1, 2, 16], target_s=[0.035, 0.034, 0.068], draft_s=[0.006, 0.006, 0.012]).plausible
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    from dataclasses import asdict
+
+    from spectree.costmodel import machine_id
+    from spectree.paths import cache_dir
+
+    path = cache_dir() / "costmodel" / f"tiny-{machine_id()}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(asdict(contended)))
+    remeasured = load_or_measure("tiny", tiny_target, tiny_llama(seed=1, layers=1), sizes=(1, 4), prefix=8, repeats=1)
+    assert remeasured.sizes == [1, 4] and json.loads(path.read_text())["sizes"] == [1, 4]
+
+
+def test_pct_specs_without_a_ratio_get_the_measured_one():
+    from spectree.costmodel import with_measured_pct_ratio
+    from spectree.strategies import parse_strategy
+
+    specs = with_measured_pct_ratio(["ar", "pct", "pct:k=4", "pct:ratio=0.2", "chain:k=3"], 0.1634)
+    assert specs == ["ar", "pct:ratio=0.163", "pct:k=4,ratio=0.163", "pct:ratio=0.2", "chain:k=3"]
+    assert parse_strategy(specs[2]).ratio == 0.163

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import platform
-import statistics
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -24,7 +25,7 @@ class CostModel:
     machine: str
     prefix: int  # committed tokens in the cache while timing
     sizes: list[int]
-    target_s: list[float]  # median seconds of one target forward over n tree tokens
+    target_s: list[float]  # fastest of the timed repeats of one target forward over n tree tokens
     draft_s: list[float]  # the same for one draft forward
 
     def t_target(self, n: int) -> float:
@@ -38,14 +39,28 @@ class CostModel:
         """s_d / s_t for one token: PCT expands a node only if its path confidence exceeds this."""
         return self.t_draft(1) / self.t_target(1)
 
+    @property
+    def plausible(self) -> bool:
+        """False when a forward over fewer tokens took over twice as long (and 10 ms longer) as one over more —
+        the mark of timings taken while other jobs competed for the CPU (a cache written then is re-measured)."""
+        return all(_monotone(times) for times in (self.target_s, self.draft_s))
+
     def step_seconds(self, layer_sizes: list[int], tree_size: int) -> float:
         """Estimated time of one decoding step: one draft forward per layer plus the tree verification."""
         return sum(self.t_draft(n) for n in layer_sizes) + self.t_target(tree_size)
 
 
+def _monotone(times: list[float], slack: float = 2.0, jitter_s: float = 0.01) -> bool:
+    """No time more than `slack` times (and `jitter_s` seconds) below a time measured for fewer tokens."""
+    t = np.asarray(times)
+    slowest_so_far = np.maximum.accumulate(t)
+    return bool(((slowest_so_far <= slack * t) | (slowest_so_far - t <= jitter_s)).all())
+
+
 @torch.inference_mode()
 def time_forward(model, n: int, prefix: int, repeats: int) -> float:
-    """Median seconds of a forward over n new tokens after a cached prefix (cache trimmed back each time)."""
+    """Seconds of a forward over n new tokens after a cached prefix (cache trimmed back each time): the fastest
+    of `repeats` timed runs, the estimate least disturbed by other work on the machine."""
     vocab = model.config.vocab_size
     cache = DynamicCache(config=model.config)
     gen = torch.Generator().manual_seed(0)
@@ -59,7 +74,7 @@ def time_forward(model, n: int, prefix: int, repeats: int) -> float:
         forward_with_mask(model, cache, tokens, positions, allowed)
         times.append(time.perf_counter() - start)
         truncate(cache, prefix)
-    return statistics.median(times[1:])
+    return min(times[1:])
 
 
 def measure(target, draft_model, sizes=SIZES, prefix: int = 256, repeats: int = 5) -> CostModel:
@@ -73,14 +88,37 @@ def machine_id() -> str:
     return f"{platform.node()}-{platform.machine()}-{device}".replace("/", "_").replace(" ", "_")
 
 
+def read_cached(path: Path) -> Optional[CostModel]:
+    """A cached cost model, or None when the file is absent or its timings are implausible."""
+    if not path.exists():
+        return None
+    model = CostModel(**json.loads(path.read_text()))
+    return model if model.plausible else None
+
+
 def load_or_measure(pair: str, target, draft_model, **kwargs) -> CostModel:
-    """The cached cost model of this pair on this machine, measured (a minute or so) if absent."""
+    """The cached cost model of this pair on this machine, measured (a minute or so) if absent or implausible."""
     path = cache_dir() / "costmodel" / f"{pair}-{machine_id()}.json"
-    if path.exists():
-        return CostModel(**json.loads(path.read_text()))
+    cached = read_cached(path)
+    if cached is not None:
+        return cached
     model = measure(target, draft_model, **kwargs)
     atomic_write_text(path, json.dumps(asdict(model), indent=1))
     return model
+
+
+def pair_cost_model(pair: str, models: tuple) -> CostModel:
+    """`load_or_measure` for a loaded pair (target, drafter, tokenizer): the drafter's model is what is timed."""
+    target, drafter, _ = models
+    return load_or_measure(pair, target, getattr(getattr(drafter, "lm", None), "model", drafter))
+
+
+def with_measured_pct_ratio(specs: list[str], ratio: float) -> list[str]:
+    """PCT specs that name no `ratio` get the measured s_d/s_t (the paper's threshold); others are kept."""
+    from .strategies import split_spec
+
+    return [f"{s}{',' if ':' in s else ':'}ratio={ratio:.3f}" if split_spec(s)[0] == "pct" and "ratio" not in split_spec(s)[1]
+            else s for s in specs]
 
 
 def best_tree_size(cost: CostModel, expected_tau: dict[int, float], layers: dict[int, list[int]]) -> int:

@@ -10,7 +10,6 @@ forward over the tree (γ + 1 tokens). Speedup over plain decoding = Σ τ · t_
 from __future__ import annotations
 
 import ast
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -341,23 +340,22 @@ def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = No
     """The pair's cost model on this machine (`costmodel.load_or_measure`'s cache); where that is missing,
     one cached for the pair on this host with another thread count (noted in the returned origin); else
     measured now (loads the pair with `load_models`)."""
-    from .costmodel import load_or_measure, machine_id
+    from .costmodel import machine_id, pair_cost_model, read_cached
     from .paths import cache_dir
 
     exact = cache_dir() / "costmodel" / f"{pair}-{machine_id()}.json"
     host = machine_id().rsplit("-", 1)[0]
     others = sorted((cache_dir() / "costmodel").glob(f"{pair}-{host}-*.json"), key=lambda p: p.stat().st_mtime)
-    if exact.exists():
-        return CostModel(**json.loads(exact.read_text())), f"cached {exact.stem}"
-    if others:
-        return CostModel(**json.loads(others[-1].read_text())), f"cached {others[-1].stem} (measured with other threads)"
+    for path, note in [(exact, "")] + [(o, " (measured with other threads)") for o in reversed(others)]:
+        cached = read_cached(path)
+        if cached is not None:
+            return cached, f"cached {path.stem}{note}"
     if load_models is None:
         from .models import load_pair
 
         def load_models():
             return load_pair(pair)
-    target, draft, _ = load_models()
-    return load_or_measure(pair, target, getattr(getattr(draft, "lm", None), "model", draft)), "measured on this machine"
+    return pair_cost_model(pair, load_models()), "measured on this machine"
 
 
 def cached_tokenizer(pair: str):

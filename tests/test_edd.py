@@ -159,6 +159,9 @@ def test_draft_claims_and_ablation_table_by_hand():
     claims = draft_claims(reports, "edd", "vdm", {"ce": "ce", "absent": "nope"}, "base")
     assert [c["verdict"] for c in claims] == ["holds", "holds", "does not hold", "holds", "inconclusive"]
     assert claims[2]["ours"] == "min gap -0.010"
+    equal = draft_claims(reports, "edd", "vdm", {}, "base", equal_budget=("vdm", "base"))  # only mtbench in both
+    assert [c["verdict"] for c in equal] == ["holds", "holds", "does not hold", "holds"] and equal[3]["ours"] == "min gap +0.100"
+    assert draft_claims(reports, "edd", "vdm", {}, "base", equal_budget=("edd", "gone"))[3]["verdict"] == "inconclusive"
     table = ablation_table(reports, {"EDD": "edd", "CE": "ce", "gone": "nope"})
     assert list(table.index) == ["EDD", "CE"] and table.loc["CE", "tau_chain"] == 1.2
     assert table.loc["EDD", "top1@2"] == 0.5

@@ -9,6 +9,7 @@ at i, τ = 1 + leading agreements among the first k, and the next step starts at
 from __future__ import annotations
 
 import warnings
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -115,23 +116,33 @@ def ablation_table(reports: dict, rows: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(out).set_index("draft") if out else pd.DataFrame()
 
 
-def draft_claims(reports: dict, edd: str, vdm: str, ablations: dict[str, str], base: str) -> list[dict]:
+def _min_gap(e: Optional[dict], v: Optional[dict]) -> Optional[float]:
+    """The smallest top-1 margin of report e over report v, over every draft position of every dataset both
+    scored (None if either is missing)."""
+    if not (e and v):
+        return None
+    return min(round(a - c, 4) for ds in e["by_dataset"] if ds in v["by_dataset"]
+               for a, c in zip(e["by_dataset"][ds]["top1_by_position"], v["by_dataset"][ds]["top1_by_position"]))
+
+
+def draft_claims(reports: dict, edd: str, vdm: str, ablations: dict[str, str], base: str,
+                 equal_budget: Optional[tuple[str, str]] = None) -> list[dict]:
     """Verdicts on the draft bars (EDD top-1 at position 1 ≥ 0.5, chain-5 τ ≥ 2.2, EDD above VDM at every
-    position on every dataset) and on EDD Table 3's draft ablations (each one below the equal-budget EDD
-    `base`); a claim whose pairs were not scored is inconclusive."""
+    position on every dataset — shipped against shipped, and for `equal_budget` = (EDD, VDM) trained alike)
+    and on EDD Table 3's draft ablations (each one below the equal-budget EDD `base`); a claim whose pairs
+    were not scored is inconclusive."""
     from .sweeps import claim
 
-    e, v, b = reports.get(edd), reports.get(vdm), reports.get(base)
+    e, b = reports.get(edd), reports.get(base)
     out = [claim("EDD top-1 agreement at draft position 1", "≥ 0.50 (goal 0.70)",
                  e and e["top1_by_position"][0], e and e["top1_by_position"][0] >= 0.5),
            claim("EDD chain-5 greedy τ", "≥ 2.2", e and round(e["tau_chain"], 3), e and e["tau_chain"] >= 2.2)]
-    if e and v:
-        gaps = [round(a - c, 4) for ds in e["by_dataset"] if ds in v["by_dataset"]
-                for a, c in zip(e["by_dataset"][ds]["top1_by_position"], v["by_dataset"][ds]["top1_by_position"])]
-        out.append(claim("EDD above VDM at every draft position, every dataset", "EDD > VDM",
-                         f"min gap {min(gaps):+.3f}", min(gaps) > 0))
-    else:
-        out.append(claim("EDD above VDM at every draft position, every dataset", "EDD > VDM", None, None))
+    versus = {"EDD above VDM at every draft position, every dataset": (edd, vdm)}
+    if equal_budget:
+        versus["EDD above VDM at every draft position, every dataset, equal budget (same data, steps, seed)"] = equal_budget
+    for what, (ours, peer) in versus.items():
+        gap = _min_gap(reports.get(ours), reports.get(peer))
+        out.append(claim(what, "EDD > VDM", None if gap is None else f"min gap {gap:+.3f}", None if gap is None else gap > 0))
     for label, pair in ablations.items():
         a = reports.get(pair)
         out.append(claim(f"ablation '{label}' lowers chain-5 τ (EDD Table 3)", "τ below full EDD",

@@ -14,7 +14,6 @@ from spectree.errors import SpectreeError
 from spectree.logbook import LoggedPrompt
 
 
-
 def tokens(**columns) -> pd.DataFrame:
     """A token table with defaults for the columns a test does not care about."""
     n = len(next(iter(columns.values())))

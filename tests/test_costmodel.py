@@ -33,10 +33,9 @@ def test_timings_taken_under_contention_are_not_trusted_from_the_cache(tmp_path,
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
     from dataclasses import asdict
 
-    from spectree.costmodel import machine_id
-    from spectree.paths import cache_dir
+    from spectree.costmodel import cache_path
 
-    path = cache_dir() / "costmodel" / f"tiny-{machine_id()}.json"
+    path = cache_path("tiny")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(asdict(contended)))
     remeasured = load_or_measure("tiny", tiny_target, tiny_llama(seed=1, layers=1), sizes=(1, 4), prefix=8, repeats=1)
@@ -44,9 +43,10 @@ def test_timings_taken_under_contention_are_not_trusted_from_the_cache(tmp_path,
 
 
 def test_pct_specs_without_a_ratio_get_the_measured_one():
-    from spectree.costmodel import with_measured_pct_ratio
+    from spectree.costmodel import bare_pct, with_measured_pct_ratio
     from spectree.strategies import parse_strategy
 
+    assert [bare_pct(s) for s in ("pct", "pct:k=4", "pct:ratio=0.2", "ar")] == [True, True, False, False]
     specs = with_measured_pct_ratio(["ar", "pct", "pct:k=4", "pct:ratio=0.2", "chain:k=3"], 0.1634)
     assert specs == ["ar", "pct:ratio=0.163", "pct:k=4,ratio=0.163", "pct:ratio=0.2", "chain:k=3"]
     assert parse_strategy(specs[2]).ratio == 0.163

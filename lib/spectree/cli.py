@@ -74,11 +74,11 @@ def _write_json(path: Path | None, payload: dict) -> None:
 
 def cmd_bench(args) -> int:
     from .bench import format_table, run_strategies, summarize_runs
-    from .costmodel import pair_cost_model, with_measured_pct_ratio
+    from .costmodel import bare_pct, pair_cost_model, with_measured_pct_ratio
     from .data import parse_prompt_spec
     from .models import check_pair_name, load_pair
     from .sampling import Sampling
-    from .strategies import parse_strategy, split_spec
+    from .strategies import parse_strategy
 
     for s in args.strategies:
         parse_strategy(s)
@@ -88,7 +88,7 @@ def cmd_bench(args) -> int:
     _check_max_new(args.max_new_tokens)
     skipped: dict[str, str] = {}
     models = load_pair(args.pair)
-    if any(split_spec(s)[0] == "pct" for s in args.strategies):
+    if any(map(bare_pct, args.strategies)):
         ratio = pair_cost_model(args.pair, models).ratio
         print(f"PCT threshold s_d/s_t = {ratio:.3f} (this machine's cost model) where a pct spec names no ratio")
         args.strategies = with_measured_pct_ratio(args.strategies, ratio)

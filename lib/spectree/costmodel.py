@@ -88,6 +88,11 @@ def machine_id() -> str:
     return f"{platform.node()}-{platform.machine()}-{device}".replace("/", "_").replace(" ", "_")
 
 
+def cache_path(pair: str) -> Path:
+    """Where the cost model of `pair` on this machine is cached."""
+    return cache_dir() / "costmodel" / f"{pair}-{machine_id()}.json"
+
+
 def read_cached(path: Path) -> Optional[CostModel]:
     """A cached cost model, or None when the file is absent or its timings are implausible."""
     if not path.exists():
@@ -98,7 +103,7 @@ def read_cached(path: Path) -> Optional[CostModel]:
 
 def load_or_measure(pair: str, target, draft_model, **kwargs) -> CostModel:
     """The cached cost model of this pair on this machine, measured (a minute or so) if absent or implausible."""
-    path = cache_dir() / "costmodel" / f"{pair}-{machine_id()}.json"
+    path = cache_path(pair)
     cached = read_cached(path)
     if cached is not None:
         return cached
@@ -113,12 +118,17 @@ def pair_cost_model(pair: str, models: tuple) -> CostModel:
     return load_or_measure(pair, target, getattr(getattr(drafter, "lm", None), "model", drafter))
 
 
-def with_measured_pct_ratio(specs: list[str], ratio: float) -> list[str]:
-    """PCT specs that name no `ratio` get the measured s_d/s_t (the paper's threshold); others are kept."""
+def bare_pct(spec: str) -> bool:
+    """A PCT spec that names no `ratio` (its threshold s_d/s_t is to be measured)."""
     from .strategies import split_spec
 
-    return [f"{s}{',' if ':' in s else ':'}ratio={ratio:.3f}" if split_spec(s)[0] == "pct" and "ratio" not in split_spec(s)[1]
-            else s for s in specs]
+    name, params = split_spec(spec)
+    return name == "pct" and "ratio" not in params
+
+
+def with_measured_pct_ratio(specs: list[str], ratio: float) -> list[str]:
+    """PCT specs that name no `ratio` get the measured s_d/s_t (the paper's threshold); others are kept."""
+    return [f"{s}{',' if ':' in s else ':'}ratio={ratio:.3f}" if bare_pct(s) else s for s in specs]
 
 
 def best_tree_size(cost: CostModel, expected_tau: dict[int, float], layers: dict[int, list[int]]) -> int:

@@ -340,12 +340,11 @@ def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = No
     """The pair's cost model on this machine (`costmodel.load_or_measure`'s cache); where that is missing,
     one cached for the pair on this host with another thread count (noted in the returned origin); else
     measured now (loads the pair with `load_models`)."""
-    from .costmodel import machine_id, pair_cost_model, read_cached
-    from .paths import cache_dir
+    from .costmodel import cache_path, machine_id, pair_cost_model, read_cached
 
-    exact = cache_dir() / "costmodel" / f"{pair}-{machine_id()}.json"
+    exact = cache_path(pair)
     host = machine_id().rsplit("-", 1)[0]
-    others = sorted((cache_dir() / "costmodel").glob(f"{pair}-{host}-*.json"), key=lambda p: p.stat().st_mtime)
+    others = sorted((p for p in exact.parent.glob(f"{pair}-{host}-*.json") if p != exact), key=lambda p: p.stat().st_mtime)
     for path, note in [(exact, "")] + [(o, " (measured with other threads)") for o in reversed(others)]:
         cached = read_cached(path)
         if cached is not None:

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from spectree.errors import SpectreeError
-from spectree.selfdistill import MAX_PROMPT_TOKENS, _load_shard, _save_shard, answer_prompts, greedy_answers, pack
+from spectree.selfdistill import (MAX_PROMPT_TOKENS, _load_shard, _save_shard, answer_prompts, cached_answer_prompts,
+                                  greedy_answers, pack, target_answers)
 from spectree.train_draft import Teacher, TrainConfig, loss_fn, position_weights
 
 
@@ -86,3 +87,25 @@ def test_answer_prompts_draw_seeded_prompts_of_the_named_source_within_its_lengt
         answer_prompts(tok, seed=0, n=1, source="humaneval")  # a held-out set is never training text
     with pytest.raises(SpectreeError, match="self_code_prompts"):
         TrainConfig(self_code_prompts=-1)
+
+
+class NoSourceTokenizer(CharTokenizer):
+    """Fails if asked to template a prompt: proves an answer came from the prompt cache."""
+
+    pad_token_id, eos_token_id = 0, 1
+
+    def apply_chat_template(self, messages, add_generation_prompt=True):
+        raise AssertionError("the prompt source was read although the cache holds enough prompts")
+
+
+def test_prompt_cache_answers_any_shorter_request_and_generation_needs_no_prompt_source(tmp_path, monkeypatch, tiny_target):
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    folder = tmp_path / "data" / "cache" / "train" / "self-answers-pystdlib-4-0-8"  # shard grows to the batch (8)
+    made = cached_answer_prompts(folder, CharTokenizer(), 0, 6, "pystdlib")
+    assert made == answer_prompts(CharTokenizer(), seed=0, n=6, source="pystdlib")
+    assert cached_answer_prompts(folder, NoSourceTokenizer(), 0, 4, "pystdlib") == made[:4]  # a prefix, from the cache
+    short = [[2 + t % 60 for t in p[:12]] for p in made]  # within the tiny model's vocabulary and context
+    _save_shard(folder / "prompts.npz", short)
+    seqs = target_answers(tiny_target, NoSourceTokenizer(), 6, max_new_tokens=4, seed=0, batch=8, shard=2,
+                          source="pystdlib")
+    assert [s[:12] for s in seqs] == short and sorted(p.name for p in folder.iterdir()) == ["prompts.npz", "shard-00000.npz"]

@@ -218,7 +218,7 @@ def cmd_train(args) -> int:
     import torch
 
     from .models import load_target
-    from .train_draft import TrainConfig, export_checkpoint, train
+    from .train_draft import TrainConfig, device_name, export_checkpoint, train
 
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     if args.threads:
@@ -230,7 +230,7 @@ def cmd_train(args) -> int:
                  init_step=args.init_step)
     print(work)
     if args.export:
-        print(export_checkpoint(args.name, work, cfg, args.target, metrics={}))
+        print(export_checkpoint(args.name, work, cfg, args.target, metrics={}, device=device_name(target)))
     return 0
 
 

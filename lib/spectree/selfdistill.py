@@ -45,6 +45,20 @@ def answer_prompts(tokenizer, seed: int, n: int, source: str = "sharegpt") -> li
     raise SpectreeError(f"only {len(out)} {source} prompts fit in {max_prompt_tokens} tokens, {n} requested")
 
 
+def cached_answer_prompts(folder: Path, tokenizer, seed: int, n: int, source: str) -> list[list[int]]:
+    """answer_prompts, kept in `folder`/prompts.npz: the first n prompts of a seed are a prefix of any longer
+    list, so a cached list at least n long answers. (The cache also lets a machine without the prompt sources
+    — another Python's standard library, no ShareGPT package — generate the answers.)"""
+    path = folder / "prompts.npz"
+    if path.exists():
+        cached = _load_shard(path)
+        if len(cached) >= n:
+            return cached[:n]
+    prompts = answer_prompts(tokenizer, seed, n, source)
+    _save_shard(path, prompts)
+    return prompts
+
+
 @torch.inference_mode()
 def greedy_answers(target, tokenizer, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
     """prompt + greedy answer (cut after EOS) for each prompt, generated as one left-padded batch."""
@@ -84,9 +98,10 @@ def target_answers(target, tokenizer, n_prompts: int, max_new_tokens: int = 256,
     """`n_prompts` sequences (chat prompt + the target's greedy answer), generated shard by shard and cached."""
     if min(n_prompts, max_new_tokens, batch, shard) < 1:
         raise SpectreeError("n_prompts, max_new_tokens, batch and shard must all be >= 1")
+    shard = max(shard, batch)  # a generation batch never spans two shards
     tag = "" if source == "sharegpt" else f"{source}-"  # ShareGPT keeps the folder name of earlier runs
     folder = cache_dir() / "train" / f"self-answers-{tag}{max_new_tokens}-{seed}-{shard}"
-    prompts = answer_prompts(tokenizer, seed, n_prompts, source)
+    prompts = cached_answer_prompts(folder, tokenizer, seed, n_prompts, source)
     seqs: list[list[int]] = []
     n_shards = -(-n_prompts // shard)
     for index in tqdm(range(n_shards), desc=f"target answers ({source})", unit="shard"):
@@ -117,4 +132,4 @@ def token_ranking(windows: list[list[int]], vocab_size: int) -> np.ndarray:
     return np.lexsort((np.arange(vocab_size), -counts)).astype(np.int32)
 
 
-__all__ = ["answer_prompts", "greedy_answers", "target_answers", "pack", "token_ranking"]
+__all__ = ["answer_prompts", "cached_answer_prompts", "greedy_answers", "target_answers", "pack", "token_ranking"]

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from spectree.errors import SpectreeError
-from spectree.selfdistill import (MAX_PROMPT_TOKENS, _load_shard, _save_shard, answer_prompts, cached_answer_prompts,
+from spectree.selfdistill import (MAX_PROMPT_TOKENS, _load_seqs, _save_seqs, answer_prompts, cached_answer_prompts,
                                   greedy_answers, pack, target_answers)
 from spectree.train_draft import Teacher, TrainConfig, loss_fn, position_weights
 
@@ -28,8 +28,8 @@ def test_pack_is_seeded_and_keeps_every_full_window(tmp_path):
     assert windows == pack(seqs, 5, seed=1) and all(len(w) == 5 for w in windows)
     assert len(windows) == sum(map(len, seqs)) // 5
     assert len({t for w in windows for t in w}) == len(windows) * 5  # each token once, the tail dropped
-    _save_shard(tmp_path / "s.npz", seqs)
-    assert _load_shard(tmp_path / "s.npz") == seqs
+    _save_seqs(tmp_path / "s.npz", seqs)
+    assert _load_seqs(tmp_path / "s.npz") == seqs
 
 
 def test_topk_teacher_is_cached_and_equals_full_kl_when_k_is_the_vocabulary(tiny_target):
@@ -105,7 +105,7 @@ def test_prompt_cache_answers_any_shorter_request_and_generation_needs_no_prompt
     assert made == answer_prompts(CharTokenizer(), seed=0, n=6, source="pystdlib")
     assert cached_answer_prompts(folder, NoSourceTokenizer(), 0, 4, "pystdlib") == made[:4]  # a prefix, from the cache
     short = [[2 + t % 60 for t in p[:12]] for p in made]  # within the tiny model's vocabulary and context
-    _save_shard(folder / "prompts.npz", short)
+    _save_seqs(folder / "prompts.npz", short)
     seqs = target_answers(tiny_target, NoSourceTokenizer(), 6, max_new_tokens=4, seed=0, batch=8, shard=2,
                           source="pystdlib")
     assert [s[:12] for s in seqs] == short and sorted(p.name for p in folder.iterdir()) == ["prompts.npz", "shard-00000.npz"]

@@ -51,11 +51,11 @@ def cached_answer_prompts(folder: Path, tokenizer, seed: int, n: int, source: st
     — another Python's standard library, no ShareGPT package — generate the answers.)"""
     path = folder / "prompts.npz"
     if path.exists():
-        cached = _load_shard(path)
+        cached = _load_seqs(path)
         if len(cached) >= n:
             return cached[:n]
     prompts = answer_prompts(tokenizer, seed, n, source)
-    _save_shard(path, prompts)
+    _save_seqs(path, prompts)
     return prompts
 
 
@@ -80,14 +80,15 @@ def _shard_path(folder: Path, index: int) -> Path:
     return folder / f"shard-{index:05d}.npz"
 
 
-def _save_shard(path: Path, seqs: list[list[int]]) -> None:
+def _save_seqs(path: Path, seqs: list[list[int]]) -> None:
+    """Token sequences of any lengths as one .npz (a shard of answers, or a prompt list), atomically."""
     buf = io.BytesIO()
     np.savez(buf, tokens=np.concatenate([np.asarray(s, dtype=np.int32) for s in seqs]),
              lengths=np.array([len(s) for s in seqs], dtype=np.int32))
     atomic_write_bytes(path, buf.getvalue())
 
 
-def _load_shard(path: Path) -> list[list[int]]:
+def _load_seqs(path: Path) -> list[list[int]]:
     with np.load(path) as z:
         tokens, lengths = z["tokens"], z["lengths"]
     return [s.tolist() for s in np.split(tokens, np.cumsum(lengths)[:-1])]
@@ -111,8 +112,8 @@ def target_answers(target, tokenizer, n_prompts: int, max_new_tokens: int = 256,
             part = sorted(part, key=len)  # similar lengths per batch: less padding
             done = [s for i in range(0, len(part), batch)
                     for s in greedy_answers(target, tokenizer, part[i:i + batch], max_new_tokens)]
-            _save_shard(path, done)
-        seqs += _load_shard(path)
+            _save_seqs(path, done)
+        seqs += _load_seqs(path)
     return seqs[:n_prompts]
 
 

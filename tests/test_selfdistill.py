@@ -7,7 +7,7 @@ import torch
 from spectree.errors import SpectreeError
 from spectree.selfdistill import (MAX_PROMPT_TOKENS, _load_seqs, _save_seqs, answer_prompts, cached_answer_prompts,
                                   greedy_answers, pack, target_answers)
-from spectree.train_draft import Teacher, TrainConfig, loss_fn, position_weights
+from spectree.train_draft import Teacher, TrainConfig, learning_rate, loss_fn, position_weights
 
 
 def test_batched_left_padded_greedy_equals_one_prompt_at_a_time(tiny_target):
@@ -51,6 +51,16 @@ def test_training_config_rejects_unknown_data_and_negative_sizes():
         TrainConfig(data="wiki")
     with pytest.raises(SpectreeError, match="teacher_topk"):
         TrainConfig(teacher_topk=-1)
+    with pytest.raises(SpectreeError, match="decay"):
+        TrainConfig(decay=-1)
+
+
+def test_learning_rate_warms_up_holds_then_decays_linearly_to_zero():
+    cfg = TrainConfig(lr=1.0, warmup=4, decay=5, steps=20)
+    lrs = [learning_rate(cfg, s) for s in range(cfg.steps)]
+    assert lrs[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0]) and set(lrs[4:15]) == {1.0}
+    assert lrs[15:] == pytest.approx([1.0, 0.8, 0.6, 0.4, 0.2])
+    assert [learning_rate(TrainConfig(lr=2.0, warmup=0), s) for s in (0, 1999)] == [2.0, 2.0]  # constant by default
 
 
 def test_root_weight_scales_only_the_block_starts_and_keeps_the_mean_loss_scale():

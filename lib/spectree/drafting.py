@@ -76,9 +76,8 @@ class CachedLM:
 
     def keep_path(self, path: torch.Tensor) -> None:
         """Commit the tree nodes `path` (already fed, in order) and drop the other tree nodes."""
-        keep = torch.cat([torch.arange(self.committed), self.slots[path]])
-        keep_slots(self.cache, keep)
-        self.committed = int(keep.shape[0])
+        keep_slots(self.cache, self.committed, self.slots[path])
+        self.committed += int(path.shape[0])
         self.slots = None
 
 

@@ -47,6 +47,7 @@ class TrainConfig:
     batch: int = 4
     lr: float = 3e-4
     warmup: int = 50
+    decay: int = 0  # the last `decay` steps lower the learning rate linearly to 0 (warmup-stable-decay); 0: constant
     steps: int = 2000
     seed: int = 0
     data: str = "sharegpt"  # "sharegpt" (conversations) or "self" (the target's greedy answers to ShareGPT prompts)
@@ -65,7 +66,7 @@ class TrainConfig:
             raise SpectreeError(f"unknown training data '{self.data}': use one of {DATA}")
         if not 1 <= self.block_min <= self.block_max:
             raise SpectreeError(f"need 1 <= block_min <= block_max, got {self.block_min}, {self.block_max}")
-        for key in ("seq_len", "batch", "steps", "self_prompts", "self_code_prompts", "self_max_new", "self_batch", "teacher_topk",
+        for key in ("seq_len", "batch", "warmup", "decay", "steps", "self_prompts", "self_code_prompts", "self_max_new", "self_batch", "teacher_topk",
                     "root_weight"):
             if getattr(self, key) < 0:
                 raise SpectreeError(f"{key} must be >= 0, got {getattr(self, key)}")
@@ -120,6 +121,14 @@ def training_windows(target, tokenizer, cfg: TrainConfig) -> list[list[int]]:
         random.Random(cfg.seed + epoch).shuffle(order)
         out += [windows[i] for i in order]
     return out[:n]
+
+
+def learning_rate(cfg: TrainConfig, step: int) -> float:
+    """The learning rate of (0-based) `step`: linear warmup over cfg.warmup steps, constant, then a linear decay
+    to 0 over the last cfg.decay steps of cfg.steps (the step after the last one would get 0)."""
+    warm = min(1.0, (step + 1) / cfg.warmup) if cfg.warmup else 1.0
+    cool = min(1.0, (cfg.steps - step) / cfg.decay) if cfg.decay else 1.0
+    return cfg.lr * warm * cool
 
 
 def data_description(cfg: TrainConfig) -> str:
@@ -270,7 +279,7 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
         tokens = torch.tensor(chunks[step * cfg.batch:(step + 1) * cfg.batch], device=target.device)
         hidden, teacher_out = teacher(tokens)
         for g in opt.param_groups:
-            g["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup)
+            g["lr"] = learning_rate(cfg, step)
         block, offset = blocks[step]
         weights = position_weights(tokens.shape[1], block, offset, cfg.root_weight) if cfg.kind == "edd" else None
         logits = draft_logits(draft, target, tokens, cfg, hidden, block, offset)

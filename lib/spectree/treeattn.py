@@ -58,12 +58,19 @@ def cache_len(cache: DynamicCache) -> int:
     return int(cache.get_seq_length())
 
 
-def keep_slots(cache: DynamicCache, keep: torch.Tensor) -> None:
-    """Keep only the cache slots `keep` (sorted long indices), in place — e.g. prefix + accepted path."""
+@torch.inference_mode()
+def keep_slots(cache: DynamicCache, prefix_len: int, slots: torch.Tensor) -> None:
+    """Keep the first `prefix_len` cache slots and then `slots` (ascending long indices >= prefix_len, e.g. an
+    accepted path), in place. Only those k rows move (to prefix_len .. prefix_len + k - 1) and the prefix stays
+    a view: no copy of the whole cache per step (an index_select of it cost ~3 ms a step here, 6% of a token)."""
+    k = int(slots.shape[0])
+    contiguous = bool(torch.equal(slots.cpu(), prefix_len + torch.arange(k)))
     for layer in cache.layers:
-        idx = keep.to(layer.keys.device)
-        layer.keys = layer.keys.index_select(2, idx)
-        layer.values = layer.values.index_select(2, idx)
+        if not contiguous:
+            idx = slots.to(layer.keys.device)
+            layer.keys[:, :, prefix_len:prefix_len + k] = layer.keys.index_select(2, idx)
+            layer.values[:, :, prefix_len:prefix_len + k] = layer.values.index_select(2, idx)
+    truncate(cache, prefix_len + k)
 
 
 def truncate(cache: DynamicCache, length: int) -> None:

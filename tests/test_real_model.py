@@ -41,6 +41,22 @@ def test_greedy_tree_decoding_matches_hf_generate_on_ten_prompts(smollm2_pair):
     assert any(r.tau_sum > r.forwards for r in runs if r.strategy != HF), "no draft token was ever accepted"
 
 
+def test_greedy_decoding_on_packed_kernels_matches_stock_hf_generate():
+    """`bench`'s default: our decoder on prepacked oneDNN weights (target and EDD draft) against the stock
+    HF `generate` reference, and HF `generate` itself on the packed kernels."""
+    from spectree.bench import HF_PACKED
+    from spectree.models import load_pair
+
+    pair = load_pair("smollm2-135m-instruct+edd:smollm2-edd@8192", packed=True)
+    prompts = load_prompts("mtbench", 3) + load_prompts("humaneval", 3)
+    specs = ["chain:k=2", "eagle2:K=4,d_max=4,N=8", "pct:ratio=0.2"]
+    runs = run_strategies(pair, prompts, specs, 32, warmup=False)
+    assert sum(r.strategy == HF_PACKED for r in runs) == len(prompts)
+    mismatches = find_mismatches(pair, runs, prompts)
+    assert not mismatches, mismatches
+    assert any(r.tau_sum > r.forwards for r in runs if r.strategy in specs), "no draft token was ever accepted"
+
+
 REPLAY_SPECS = STRATEGIES + ["chain:k=6,stop=entropy,threshold=1.0", "chain:k=6,stop=dymax,threshold=0.3",
                              "entropy:d=4,k_max=3", "eagle2:K=3,d_max=4,N=12", "dyspec:m=12,K=3,d_max=4",
                              "dyspec_threshold:t=0.05,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4",

@@ -2,7 +2,9 @@
 
 Tokens are counted the same way for every method: new tokens after the prompt, cut at max_new_tokens
 and just after EOS. Prompts are interleaved (HF, then every strategy, per prompt) so drift in machine
-load hits all methods alike.
+load hits all methods alike. The reference `hf-generate` always runs on the stock kernels; when the pair
+was loaded with prepacked weights (`load_pair(..., packed=True)`), `hf-generate-packed` (HF `generate` on
+the same packed kernels as our decoder) separates what the kernels gain from what speculation gains.
 """
 from __future__ import annotations
 
@@ -18,12 +20,15 @@ from transformers import PreTrainedModel
 
 from .data import Prompt, chat_ids
 from .decode import speculative_generate, truncate
+from .drafting import draft_model
 from .errors import SpectreeError, TreeTooLarge
+from .kernels import is_packed, stock_linears
 from .sampling import Sampling
 from .strategies import parse_strategy
 
 HF = "hf-generate"
 HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
+HF_PACKED = "hf-generate-packed"  # HF generate on the prepacked kernels our decoder uses (kernels.py)
 
 
 @torch.inference_mode()
@@ -58,9 +63,11 @@ class Run:
 
 def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new_tokens: int,
                    sampling: Sampling = Sampling(), seed: int = 0, warmup: bool = True,
-                   hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None) -> list[Run]:
+                   hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None,
+                   hf_packed: Optional[bool] = None) -> list[Run]:
     """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
-    standalone draft) and each strategy; one `Run` per (prompt, method). A strategy whose trees outgrow
+    standalone draft) and each strategy; one `Run` per (prompt, method). With packed models, `hf_packed`
+    (default: yes) also times HF `generate` on the packed kernels. A strategy whose trees outgrow
     `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped`."""
     target, draft, tok = models
     assistant = draft if hf_assisted and isinstance(draft, PreTrainedModel) else None
@@ -68,6 +75,7 @@ def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new
         raise SpectreeError("HF assisted generation needs a standalone draft model (VDM or layer-skip), "
                             "not a drafter that reads the target's hidden states")
     policies = {s: parse_strategy(s) for s in strategies}
+    hf_packed = is_packed(target) if hf_packed is None else hf_packed and is_packed(target)
     eos = tok.eos_token_id
     gen = torch.Generator().manual_seed(seed)
     runs: list[Run] = []
@@ -91,8 +99,14 @@ def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):
         ids = chat_ids(tok, prompt.text)
         t0 = time.perf_counter()
-        ref = hf_generate(target, ids, max_new_tokens, sampling, eos, seed)
+        with stock_linears(target, draft_model(draft)):
+            ref = hf_generate(target, ids, max_new_tokens, sampling, eos, seed)
         runs.append(Run(HF, prompt.key, prompt.category, ref, time.perf_counter() - t0, len(ref), len(ref), 0, 0.0, 0.0))
+        if hf_packed:
+            t0 = time.perf_counter()
+            out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed)
+            runs.append(Run(HF_PACKED, prompt.key, prompt.category, out, time.perf_counter() - t0, len(out), len(out),
+                            0, 0.0, 0.0))
         if assistant is not None:
             t0 = time.perf_counter()
             out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed, assistant)
@@ -121,6 +135,9 @@ def summarize_runs(runs: list[Run]) -> pd.DataFrame:
         verify_s=("verify_s", "sum"), tree_s=("tree_s", "sum"), exact=("exact", "mean"))
     agg["tokens_per_s"] = agg.tokens / agg.seconds
     agg["speedup"] = agg.tokens_per_s / agg.loc[HF, "tokens_per_s"]
+    # against HF generate on the same prepacked kernels: what speculation gains beyond the kernels
+    agg["speedup_same_kernels"] = (agg.tokens_per_s / agg.loc[HF_PACKED, "tokens_per_s"]
+                                   if HF_PACKED in agg.index else float("nan"))
     agg["tau"] = agg.tau_sum / agg.forwards
     agg["gamma"] = agg.gamma_sum / agg.forwards
     agg["draft_frac"] = agg.draft_s / agg.seconds
@@ -128,7 +145,7 @@ def summarize_runs(runs: list[Run]) -> pd.DataFrame:
     agg["tree_frac"] = agg.tree_s / agg.seconds  # tree construction's share of the decoding time
     agg["ms_per_token"] = 1000 * agg.seconds / agg.tokens
     agg = agg.reset_index()
-    return agg[["strategy", "tokens_per_s", "speedup", "tau", "gamma", "tokens", "forwards", "seconds",
+    return agg[["strategy", "tokens_per_s", "speedup", "speedup_same_kernels", "tau", "gamma", "tokens", "forwards", "seconds",
                 "ms_per_token", "draft_frac", "verify_frac", "tree_frac", "exact"]]
 
 

@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     ll = sub.add_parser("lossless", help="greedy exact match (lengths too) against HF generate")
     _common(ll, "mtbench:50+humaneval:50", 64)
     ll.add_argument("--strategies", nargs="+", default=DEFAULT_STRATEGIES)
+    for p in (b, ll):
+        p.add_argument("--kernels", choices=("packed", "stock"), default="packed",
+                       help="our decoder's matrix products: prepacked oneDNN weights (where the CPU allows it) "
+                            "or stock F.linear; the HF generate reference always runs stock")
     lg = sub.add_parser("log", help="write a logbook of full draft trees for replay")
     _common(lg, "mtbench:16", 128)
     from .logbook import LogConfig
@@ -76,6 +80,7 @@ def cmd_bench(args) -> int:
     from .bench import format_table, run_strategies, summarize_runs
     from .costmodel import bare_pct, pair_cost_model, with_measured_pct_ratio
     from .data import parse_prompt_spec
+    from .kernels import wants_packed
     from .models import check_pair_name, load_pair
     from .sampling import Sampling
     from .strategies import parse_strategy
@@ -87,7 +92,7 @@ def cmd_bench(args) -> int:
     prompts = parse_prompt_spec(args.prompts)
     _check_max_new(args.max_new_tokens)
     skipped: dict[str, str] = {}
-    models = load_pair(args.pair)
+    models = load_pair(args.pair, packed=wants_packed(args.kernels))
     if any(map(bare_pct, args.strategies)):
         ratio = pair_cost_model(args.pair, models).ratio
         print(f"PCT threshold s_d/s_t = {ratio:.3f} (this machine's cost model) where a pct spec names no ratio")
@@ -107,6 +112,7 @@ def cmd_bench(args) -> int:
 def cmd_lossless(args) -> int:
     from .bench import find_mismatches, run_strategies, summarize_runs
     from .data import parse_prompt_spec
+    from .kernels import wants_packed
     from .models import check_pair_name, load_pair
     from .strategies import parse_strategy
 
@@ -115,9 +121,10 @@ def cmd_lossless(args) -> int:
     check_pair_name(args.pair)
     prompts = parse_prompt_spec(args.prompts)
     _check_max_new(args.max_new_tokens)
-    models = load_pair(args.pair)
+    models = load_pair(args.pair, packed=wants_packed(args.kernels))
     skipped: dict[str, str] = {}
-    runs = run_strategies(models, prompts, args.strategies, args.max_new_tokens, warmup=False, skipped=skipped)
+    runs = run_strategies(models, prompts, args.strategies, args.max_new_tokens, warmup=False, skipped=skipped,
+                          hf_packed=False)
     for name, why in skipped.items():
         print(f"NOT CHECKED {name}: {why}")
     bad = find_mismatches(models, runs, prompts)

@@ -114,8 +114,11 @@ def load_or_measure(pair: str, target, draft_model, **kwargs) -> CostModel:
 
 def pair_cost_model(pair: str, models: tuple) -> CostModel:
     """`load_or_measure` for a loaded pair (target, drafter, tokenizer): the drafter's model is what is timed."""
+    from .drafting import draft_model
+    from .kernels import is_packed
+
     target, drafter, _ = models
-    return load_or_measure(pair, target, getattr(getattr(drafter, "lm", None), "model", drafter))
+    return load_or_measure(f"{pair}-packed" if is_packed(target) else pair, target, draft_model(drafter))
 
 
 def bare_pct(spec: str) -> bool:

@@ -167,6 +167,11 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
     return tree.subtree(policy.finalize(tree))
 
 
+def draft_model(draft) -> PreTrainedModel:
+    """The model inside a drafter (EDD's, a `ModelDrafter`'s), or the draft model itself."""
+    return getattr(getattr(draft, "lm", None), "model", draft)
+
+
 class ModelDrafter:
     """A standalone draft LM (layer-skip, VDM): its cache holds the committed tokens, root included."""
 

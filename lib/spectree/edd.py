@@ -81,11 +81,13 @@ class ReducedHead(torch.nn.Module):
     def __init__(self, head: torch.nn.Module, ids: torch.Tensor):
         super().__init__()
         self.register_buffer("ids", ids.long().to(head.weight.device))
-        self.register_buffer("weight", head.weight.detach()[self.ids])  # [V', H] (indexing copies)
+        weight = head.weight.detach()[self.ids]  # [V', H] (indexing copies)
+        self.small = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False).requires_grad_(False)
+        self.small.weight.data = weight  # a Linear, so that `kernels.pack_linears` reaches it too
         self.vocab = head.weight.shape[0]
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        small = h @ self.weight.T  # [..., V']
+        small = self.small(h)  # [..., V']
         fill = small.amin(-1, keepdim=True) - self.GAP  # [..., 1]
         full = fill.expand(*small.shape[:-1], self.vocab).clone()  # [..., V]
         return full.index_copy_(-1, self.ids, small)
@@ -141,18 +143,22 @@ class EDDDrafter:
             embed.context = hidden[-1]  # h_{s-1}: the newest target state, fused into every draft token
         return soft_prompt(self.lm.model, hidden, self.hidden_norm)  # [k, H]
 
+    def _feed(self, hidden: torch.Tensor, root: int) -> torch.Tensor:
+        """One forward over soft-prompt entries for `hidden` [k, H] and then the root token; the root's logits [V]."""
+        embed = self.lm.model.model.embed_tokens
+        entries = torch.cat([self._soft_prompt(hidden), embed(torch.tensor([root], device=hidden.device))])  # [k+1, H]
+        return self.lm.feed_chain(entries).logits[0, -1]
+
     def start(self, prompt_ids: list[int], hidden: torch.Tensor) -> torch.Tensor:
         """hidden: [L-1, H] target states for the prompt without its last token (the root)."""
         self.lm.reset()
-        self.lm.feed_chain(self._soft_prompt(hidden))
-        return self.lm.feed_chain(torch.tensor(prompt_ids[-1:])).logits[0, -1]
+        return self._feed(hidden, prompt_ids[-1])
 
     def advance(self, new_tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:
         """hidden: [k+1, H] target states of the old root and the k accepted tokens."""
         self.lm.committed -= 1  # the old root's token entry gives way to its encoding
         truncate(self.lm.cache, self.lm.committed)
-        self.lm.feed_chain(self._soft_prompt(hidden))
-        return self.lm.feed_chain(torch.tensor(new_tokens[-1:])).logits[0, -1]
+        return self._feed(hidden, new_tokens[-1])
 
     def draft(self, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,
               sampling: Sampling, generator: Optional[torch.Generator] = None) -> DraftTree:

@@ -286,8 +286,15 @@ def pair_draft(name: str) -> str:
     return PAIRS[name].draft if name in PAIRS else name.partition("+")[2]
 
 
-def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None):
-    """(target, draft, tokenizer) for a named pair."""
+def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, packed: bool = False):
+    """(target, draft, tokenizer) for a named pair; `packed`: both multiply by prepacked weights where the
+    CPU allows it (`kernels.pack_linears`)."""
+    from .drafting import draft_model
+    from .kernels import pack_linears
+
     spec = check_pair_name(name)
     target, tok = load_target(spec.target, device=device)
-    return target, load_draft(spec.draft, target), tok
+    draft = load_draft(spec.draft, target)
+    if packed:
+        pack_linears(target, draft_model(draft))
+    return target, draft, tok

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from .bench import HF, Run, summarize_runs
+from .bench import HF, HF_PACKED, Run, summarize_runs
 from .strategies import parse_strategy
 from .sweeps import claim
 
@@ -58,7 +58,8 @@ def speed_table(runs: list[Run], labels: dict[str, str]) -> pd.DataFrame:
     """`summarize_runs` with a readable label per strategy (HF generate first)."""
     table = summarize_runs(runs)
     names = {v: k for k, v in labels.items()}
-    table.insert(0, "method", [("HF generate" if s == HF else names.get(s, s)) for s in table.strategy])
+    names.update({HF: "HF generate", HF_PACKED: "HF generate, packed kernels"})
+    table.insert(0, "method", [names.get(s, s) for s in table.strategy])
     return table
 
 
@@ -99,14 +100,18 @@ def speed_claims(tables: dict[float, pd.DataFrame], budget: int = 32) -> list[di
     judged at every temperature, since sampling children costs more than taking the top-k."""
     table = tables[min(tables)]
     t = table.set_index("method")
-    spec = t.drop(index=["HF generate", "AR (our loop)"], errors="ignore")
+    spec = t.drop(index=["HF generate", "HF generate, packed kernels", "AR (our loop)"], errors="ignore")
     best = spec.speedup.idxmax()
     tree = pd.concat({temp: tab.set_index("method").tree_frac for temp, tab in tables.items()})  # (T, method)
     worst_t, worst = tree.idxmax()
     out = [claim("best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)", "≥ 1.3×",
-                 f"{best}: {spec.speedup.max():.2f}×", bool(spec.speedup.max() >= 1.3)),
-           claim("tree construction ≤ 5% of decoding time for every policy", "≤ 5%",
-                 f"max {100 * tree.max():.1f}% ({worst}, T = {worst_t:g})", bool(tree.max() <= 0.05))]
+                 f"{best}: {spec.speedup.max():.2f}×", bool(spec.speedup.max() >= 1.3))]
+    if "speedup_same_kernels" in spec and spec.speedup_same_kernels.notna().any():  # the same bar with the kernels' own gain taken out
+        same = spec.speedup_same_kernels.idxmax()
+        out.append(claim("best strategy ≥ 1.3× HF generate on the same packed kernels (speculation alone)", "≥ 1.3×",
+                         f"{same}: {spec.speedup_same_kernels.max():.2f}×", bool(spec.speedup_same_kernels.max() >= 1.3)))
+    out.append(claim("tree construction ≤ 5% of decoding time for every policy", "≤ 5%",
+                     f"max {100 * tree.max():.1f}% ({worst}, T = {worst_t:g})", bool(tree.max() <= 0.05)))
     e2, c2t = f"EAGLE-2 N={budget}", f"C2T β=0.5 top{budget}"
     if e2 in t.index and c2t in t.index:
         ratio = t.loc[c2t, "gamma"] / t.loc[e2, "gamma"]

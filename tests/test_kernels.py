@@ -1,0 +1,61 @@
+"""Prepacked linears (`spectree.kernels`): same products, same parameters, lossless decoding on them."""
+import pytest
+import torch
+
+from helpers import tiny_llama
+from spectree.decode import speculative_generate
+from spectree.edd import EDDDrafter, one_layer_draft, reduce_vocab
+from spectree.kernels import PackedLinear, is_packed, pack_linears, packing_available, stock_linears
+from spectree.strategies import parse_strategy
+
+pytestmark = pytest.mark.skipif(not packing_available(torch.nn.Linear(2, 2)), reason="no oneDNN in this torch build")
+
+
+def test_packed_linear_computes_what_the_linear_did_and_keeps_its_parameters():
+    gen = torch.Generator().manual_seed(0)
+    lin = torch.nn.Linear(48, 200, bias=True)
+    before = {k: v.clone() for k, v in lin.state_dict().items()}
+    x = torch.randn(3, 7, 48, generator=gen)
+    with torch.inference_mode():
+        ref = lin(x)
+        assert pack_linears(lin) == 1 and isinstance(lin, PackedLinear) and is_packed(lin)
+        assert torch.allclose(lin(x), ref, atol=1e-5)
+        with stock_linears(lin):
+            assert not is_packed(lin) and torch.equal(lin(x), ref)
+        assert is_packed(lin)
+    assert pack_linears(lin) == 0  # idempotent
+    assert lin.state_dict().keys() == before.keys() and all(torch.equal(lin.state_dict()[k], v) for k, v in before.items())
+
+
+def test_packed_linear_repacks_after_an_in_place_update_and_trains_through_autograd():
+    lin = torch.nn.Linear(16, 8, bias=False)
+    pack_linears(lin)
+    x = torch.randn(2, 16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        lin.weight.mul_(2.0)  # an optimiser step, in place
+        assert torch.allclose(lin(x), x @ lin.weight.T, atol=1e-5)
+    lin(x).sum().backward()  # with autograd recording it is the stock F.linear
+    assert torch.allclose(lin.weight.grad, x.sum(0).expand(8, 16))
+
+
+@pytest.mark.parametrize("spec", ["chain:k=3", "kary:b=2,d=3", "eagle2:K=3,d_max=4,N=8"])
+def test_greedy_decoding_on_packed_kernels_matches_stock_generate(spec):
+    target = tiny_llama(0, layers=3)
+    draft = one_layer_draft(target)
+    reduce_vocab(draft, torch.arange(0, 60))  # the reduced head is a Linear too
+    ids = [1, 17, 29, 4, 8]
+    with torch.inference_mode():
+        ref = target.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False,
+                              eos_token_id=None, pad_token_id=0)[0, len(ids):].tolist()
+    assert pack_linears(target, draft) > 0 and is_packed(draft.lm_head)
+    out = speculative_generate(target, EDDDrafter(draft, hidden_layer=2), ids, parse_strategy(spec), 24)
+    assert out.tokens == ref and len(out.tokens) == len(ref)
+
+
+def test_unknown_kernels_name_is_refused_before_any_model_loads():
+    from spectree.errors import SpectreeError
+    from spectree.kernels import wants_packed
+
+    assert wants_packed("packed") and not wants_packed("stock")
+    with pytest.raises(SpectreeError, match="unknown kernels 'fast'"):
+        wants_packed("fast")

@@ -74,8 +74,9 @@ def is_packed(model: torch.nn.Module) -> bool:
 
 @contextmanager
 def stock_linears(*models: torch.nn.Module):
-    """Run the block with the stock `F.linear` in every `PackedLinear` of the models."""
-    switched = [m for model in models for m in model.modules() if isinstance(m, PackedLinear) and m.use_packed]
+    """Run the block with the stock `F.linear` in every `PackedLinear` of the models (None ones skipped)."""
+    switched = [m for model in models if model is not None for m in model.modules()
+                if isinstance(m, PackedLinear) and m.use_packed]
     for m in switched:
         m.use_packed = False
     try:

@@ -165,3 +165,24 @@ def test_draft_claims_and_ablation_table_by_hand():
     table = ablation_table(reports, {"EDD": "edd", "CE": "ce", "gone": "nope"})
     assert list(table.index) == ["EDD", "CE"] and table.loc["CE", "tau_chain"] == 1.2
     assert table.loc["EDD", "top1@2"] == 0.5
+
+
+def test_top_m_entropy_of_a_reduced_head_reads_only_its_kept_tokens():
+    """C2T's entropy over the top-M draft probabilities: with a reduced head of >= M tokens the drafter sorts
+    only the kept columns (every dropped token's logit lies below them), with the same result."""
+    from spectree.drafting import TOP_M, child_candidates
+    from spectree.edd import ReducedHead
+    from spectree.sampling import Sampling
+    from spectree.tree import DraftTree
+
+    gen = torch.Generator().manual_seed(0)
+    head = torch.nn.Linear(16, 3 * TOP_M, bias=False)
+    torch.nn.init.normal_(head.weight, std=2.0, generator=gen)
+    reduced = ReducedHead(head, torch.randperm(3 * TOP_M, generator=gen)[: TOP_M + 200])
+    with torch.inference_mode():
+        logits = reduced(torch.randn(1, 16, generator=gen))  # [1, V]
+    tree, root = DraftTree.root(5, prefix_len=4), torch.tensor([0])
+    full, _ = child_candidates(tree, root, logits, 3, Sampling(), None, frozenset({"entropy_topm"}))
+    fast, _ = child_candidates(tree, root, logits, 3, Sampling(), None, frozenset({"entropy_topm"}), reduced.kept_ids)
+    assert torch.allclose(fast.entropy_topm, full.entropy_topm, atol=1e-6) and bool(full.entropy_topm.isfinite().all())
+    assert torch.equal(fast.tokens, full.tokens)

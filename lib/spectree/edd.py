@@ -80,8 +80,8 @@ class ReducedHead(torch.nn.Module):
 
     def __init__(self, head: torch.nn.Module, ids: torch.Tensor):
         super().__init__()
-        self.register_buffer("ids", ids.long().to(head.weight.device))
-        weight = head.weight.detach()[self.ids]  # [V', H] (indexing copies)
+        self.register_buffer("kept_ids", ids.long().to(head.weight.device))  # read by drafting (top-M entropy)
+        weight = head.weight.detach()[self.kept_ids]  # [V', H] (indexing copies)
         self.small = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False).requires_grad_(False)
         self.small.weight.data = weight  # a Linear, so that `kernels.pack_linears` reaches it too
         self.vocab = head.weight.shape[0]
@@ -90,7 +90,7 @@ class ReducedHead(torch.nn.Module):
         small = self.small(h)  # [..., V']
         fill = small.amin(-1, keepdim=True) - self.GAP  # [..., 1]
         full = fill.expand(*small.shape[:-1], self.vocab).clone()  # [..., V]
-        return full.index_copy_(-1, self.ids, small)
+        return full.index_copy_(-1, self.kept_ids, small)
 
 
 def reduce_vocab(draft: PreTrainedModel, ids: torch.Tensor) -> PreTrainedModel:

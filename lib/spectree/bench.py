@@ -145,8 +145,8 @@ def summarize_runs(runs: list[Run]) -> pd.DataFrame:
     agg["tree_frac"] = agg.tree_s / agg.seconds  # tree construction's share of the decoding time
     agg["ms_per_token"] = 1000 * agg.seconds / agg.tokens
     agg = agg.reset_index()
-    return agg[["strategy", "tokens_per_s", "speedup", "speedup_same_kernels", "tau", "gamma", "tokens", "forwards", "seconds",
-                "ms_per_token", "draft_frac", "verify_frac", "tree_frac", "exact"]]
+    return agg[["strategy", "tokens_per_s", "speedup", "speedup_same_kernels", "tau", "gamma", "tokens", "forwards",
+                "seconds", "ms_per_token", "draft_frac", "verify_frac", "tree_frac", "exact"]]
 
 
 @dataclass

@@ -92,17 +92,17 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
     distribution (`sample_without_replacement`), in sample order — the order multi-branch verification replays.
     The optional features (top-M entropy: a top-1000 sort per row; full entropy: two passes over the vocabulary;
     a sampled token's rank in its row) are computed only if named in `features` (those the policy reads);
-    one not computed is NaN (rank: -1). `kept`: the token ids a reduced draft head scores (`edd.ReducedHead`:
-    every other logit lies below all of theirs), so the top-M entropy sorts only those columns when there are
-    at least M of them — the same top M, ~6× less to sort for 8,192 of 49,152. Returns (candidates with
-    `parents` = frontier node indices, warped distributions [f, V], None when greedy).
+    one not computed is NaN (rank: -1). `kept`: ≥ TOP_M column ids that hold every row's top M (a reduced
+    draft head's tokens, see `draft_tree`), so the top-M entropy sorts only them — ~6× less for 8,192 of
+    49,152. Returns (candidates with `parents` = frontier node indices, warped distributions [f, V], None
+    when greedy).
     """
     logits = logits.float().cpu()  # tree bookkeeping lives on the CPU
     f = logits.shape[0]
     top_logit = logits.amax(-1)  # [f], shared by log Z, the warped distribution and the confidence
     log_z, ent = log_partition_and_entropy(logits, top_logit, "entropy" in features)  # [f], [f]
     if "entropy_topm" in features:
-        ent_topm = topm_entropy(logits if kept is None or len(kept) < TOP_M else logits[:, kept.cpu()], TOP_M)
+        ent_topm = topm_entropy(logits if kept is None else logits[:, kept], TOP_M)
     else:
         ent_topm = torch.full_like(ent, float("nan"))
     if sampling.greedy:
@@ -151,7 +151,8 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
                sampling: Sampling, generator: Optional[torch.Generator] = None) -> DraftTree:
     """Grow one draft tree under `policy` with the draft model (root = last committed token, root_logits: [V])."""
     expanded: list[tuple[torch.Tensor, torch.Tensor]] = []  # (frontier [f], warped draft dists [f, V]) per layer
-    kept = getattr(drafter.model.lm_head, "kept_ids", None)  # a reduced head's tokens
+    kept = getattr(drafter.model.lm_head, "kept_ids", None)  # a reduced head's tokens: every other logit is lower
+    kept = kept.cpu() if kept is not None and len(kept) >= TOP_M else None
 
     def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
         if policy.max_nodes is not None and len(tree) + len(frontier) * policy.K > policy.max_nodes:

@@ -20,6 +20,8 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from .errors import SpectreeError
+
 BATCH_HINT = 16  # the row count the weights are laid out for: 8–17 are equally good here, 1 is not (measured)
 
 
@@ -88,8 +90,6 @@ def stock_linears(*models: torch.nn.Module):
 
 def wants_packed(kernels: str) -> bool:
     """The `kernels` parameter of the speed notebook and commands: "packed" or "stock"."""
-    from .errors import SpectreeError
-
     if kernels not in ("packed", "stock"):
         raise SpectreeError(f"unknown kernels '{kernels}': use 'packed' (oneDNN prepacked weights) or 'stock'")
     return kernels == "packed"

@@ -110,10 +110,10 @@ def speed_claims(tables: dict[float, pd.DataFrame], budget: int = 32) -> list[di
     worst_t, worst = tree.idxmax()
     out = [claim("best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)", "≥ 1.3×",
                  f"{best}: {spec.speedup.max():.2f}×", bool(spec.speedup.max() >= 1.3))]
-    if "speedup_same_kernels" in spec and spec.speedup_same_kernels.notna().any():  # the same bar with the kernels' own gain taken out
-        same = spec.speedup_same_kernels.idxmax()
+    same = spec.get("speedup_same_kernels", pd.Series(dtype=float))
+    if same.notna().any():  # the same bar with the kernels' own gain taken out
         out.append(claim("best strategy ≥ 1.3× HF generate on the same packed kernels (speculation alone)", "≥ 1.3×",
-                         f"{same}: {spec.speedup_same_kernels.max():.2f}×", bool(spec.speedup_same_kernels.max() >= 1.3)))
+                         f"{same.idxmax()}: {same.max():.2f}×", bool(same.max() >= 1.3)))
     out.append(claim("tree construction ≤ 5% of decoding time for every policy", "≤ 5%",
                      f"max {100 * tree.max():.1f}% ({worst}, T = {worst_t:g})", bool(tree.max() <= 0.05)))
     e2, c2t = f"EAGLE-2 N={budget}", f"C2T β=0.5 top{budget}"

@@ -5,7 +5,7 @@ import torch
 from helpers import tiny_llama
 from spectree.decode import speculative_generate
 from spectree.edd import EDDDrafter, one_layer_draft, reduce_vocab
-from spectree.kernels import PackedLinear, is_packed, pack_linears, packing_available, stock_linears
+from spectree.kernels import PackedLinear, is_packed, pack_linears, packing_available, stock_kernels
 from spectree.strategies import parse_strategy
 
 pytestmark = pytest.mark.skipif(not packing_available(torch.nn.Linear(2, 2)), reason="no oneDNN in this torch build")
@@ -20,7 +20,7 @@ def test_packed_linear_computes_what_the_linear_did_and_keeps_its_parameters():
         ref = lin(x)
         assert pack_linears(lin) == 1 and isinstance(lin, PackedLinear) and is_packed(lin)
         assert torch.allclose(lin(x), ref, atol=1e-5)
-        with stock_linears(lin):
+        with stock_kernels(lin):
             assert not is_packed(lin) and torch.equal(lin(x), ref)
         assert is_packed(lin)
     assert pack_linears(lin) == 0  # idempotent

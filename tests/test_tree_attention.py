@@ -79,3 +79,41 @@ def test_sampling_is_reproducible_with_an_explicit_generator(tiny_target):
     runs = [speculative_generate(tiny_target, tiny_target, ids, kary_policy(2, 2), 20, Sampling(0.8, 0.95),
                                  generator=torch.Generator().manual_seed(7)).tokens for _ in range(2)]
     assert runs[0] == runs[1]
+
+
+def test_slab_cache_holds_what_a_dynamic_cache_holds_across_growth_truncation_and_kept_paths(monkeypatch):
+    from transformers import DynamicCache
+
+    from spectree import treeattn
+
+    monkeypatch.setattr(treeattn, "SLAB_MIN", 4)  # grow a few times within a short test
+    gen = torch.Generator().manual_seed(0)
+    slab, ref = treeattn.slab_cache(), DynamicCache()
+    for m, keep in [(3, None), (5, torch.tensor([4, 6])), (1, None), (9, torch.tensor([7, 9, 12])), (2, None)]:
+        k, v = torch.randn(1, 2, m, 8, generator=gen), torch.randn(1, 2, m, 8, generator=gen)
+        n = treeattn.cache_len(ref)
+        for cache in (slab, ref):
+            cache.update(k, v, 0)
+            if keep is not None:  # a tree step: keep some of the new entries after the first n
+                treeattn.keep_slots(cache, n, keep)
+        assert torch.equal(slab.layers[0].keys, ref.layers[0].keys)
+        assert torch.equal(slab.layers[0].values, ref.layers[0].values)
+    assert isinstance(slab.layers[0], treeattn.SlabLayer) and slab.layers[0].slab_keys.shape[-2] >= 12
+
+
+def test_grouped_attention_without_copies_is_bit_identical_to_copied_heads(tiny_target):
+    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+
+    from spectree.kernels import gqa_sdpa_attention
+
+    module = tiny_target.model.layers[0].self_attn  # 4 query heads sharing 2 key/value heads
+    gen = torch.Generator().manual_seed(1)
+    for q in (1, 3, 9):
+        query, key, value = (torch.randn(1, h, s, 8, generator=gen) for h, s in ((4, q), (2, 20), (2, 20)))
+        mask = torch.zeros(1, 1, q, 20).masked_fill_(torch.rand(1, 1, q, 20, generator=gen) < 0.3, -3.0e38)
+        mask[..., 0] = 0.0  # every row sees something
+        ours, _ = gqa_sdpa_attention(module, query, key, value, mask)
+        copied = torch.nn.functional.scaled_dot_product_attention(query, repeat_kv(key, 2), repeat_kv(value, 2),
+                                                                  attn_mask=mask).transpose(1, 2)
+        hf, _ = sdpa_attention_forward(module, query, key, value, mask)  # for q = 1 it regroups the query heads
+        assert ours.shape == (1, q, 4, 8) and torch.equal(ours, copied) and torch.allclose(ours, hf, atol=1e-6)

@@ -22,7 +22,7 @@ from .data import Prompt, chat_ids
 from .decode import speculative_generate, truncate
 from .drafting import draft_model
 from .errors import SpectreeError, TreeTooLarge
-from .kernels import is_packed, stock_linears
+from .kernels import is_packed, stock_kernels
 from .sampling import Sampling
 from .strategies import parse_strategy
 
@@ -99,7 +99,7 @@ def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):
         ids = chat_ids(tok, prompt.text)
         t0 = time.perf_counter()
-        with stock_linears(target, draft_model(draft)):
+        with stock_kernels(target, draft_model(draft)):
             ref = hf_generate(target, ids, max_new_tokens, sampling, eos, seed)
         runs.append(Run(HF, prompt.key, prompt.category, ref, time.perf_counter() - t0, len(ref), len(ref), 0, 0.0, 0.0))
         if hf_packed:

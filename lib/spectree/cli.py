@@ -36,8 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     ll.add_argument("--strategies", nargs="+", default=DEFAULT_STRATEGIES)
     for p in (b, ll):
         p.add_argument("--kernels", choices=("packed", "stock"), default="packed",
-                       help="our decoder's matrix products: prepacked oneDNN weights (where the CPU allows it) "
-                            "or stock F.linear; the HF generate reference always runs stock")
+                       help="our decoder's kernels: prepacked oneDNN weights and in-place grouped attention "
+                            "(where the CPU allows it) or HF's stock ones; the HF generate reference always runs stock")
     lg = sub.add_parser("log", help="write a logbook of full draft trees for replay")
     _common(lg, "mtbench:16", 128)
     from .logbook import LogConfig

@@ -12,10 +12,9 @@ from typing import Optional
 
 import numpy as np
 import torch
-from transformers import DynamicCache
 
 from .paths import atomic_write_text, cache_dir
-from .treeattn import causal_allowed, forward_with_mask, truncate
+from .treeattn import causal_allowed, forward_with_mask, slab_cache, truncate
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -62,7 +61,7 @@ def time_forward(model, n: int, prefix: int, repeats: int) -> float:
     """Seconds of a forward over n new tokens after a cached prefix (cache trimmed back each time): the fastest
     of `repeats` timed runs, the estimate least disturbed by other work on the machine."""
     vocab = model.config.vocab_size
-    cache = DynamicCache(config=model.config)
+    cache = slab_cache(model.config)  # the cache the decoder uses
     gen = torch.Generator().manual_seed(0)
     forward_with_mask(model, cache, torch.randint(vocab, (prefix,), generator=gen), torch.arange(prefix),
                       causal_allowed(0, prefix))
@@ -88,9 +87,12 @@ def machine_id() -> str:
     return f"{platform.node()}-{platform.machine()}-{device}".replace("/", "_").replace(" ", "_")
 
 
-def cache_path(pair: str) -> Path:
-    """Where the cost model of `pair` on this machine is cached."""
-    return cache_dir() / "costmodel" / f"{pair}-{machine_id()}.json"
+TIMED_PATH = 2  # bump when the timed forward path changes (2: slab cache, copy-free grouped attention)
+
+
+def cache_path(pair: str, machine: Optional[str] = None) -> Path:
+    """Where the cost model of `pair` on `machine` (default: this one; a glob pattern also does) is cached."""
+    return cache_dir() / "costmodel" / f"{pair}-v{TIMED_PATH}-{machine or machine_id()}.json"
 
 
 def read_cached(path: Path) -> Optional[CostModel]:

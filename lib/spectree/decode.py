@@ -66,7 +66,7 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
     drf = as_drafter(draft) if policy.d_max > 0 else None
     hidden_layer = drf.hidden_layer if drf is not None and drf.needs_hidden else None
     tgt = CachedLM(target)
-    out = tgt.feed_chain(torch.tensor(seq[:-1]), hidden_layer is not None)  # the target caches all but the root
+    out = tgt.feed_chain(torch.tensor(seq[:-1]), hidden_layer is not None, last_only=True)  # caches all but the root
     root_logits = drf.start(seq, _hidden(out, hidden_layer, None)) if drf else None
     gen = Generation(tokens=[])
     tail = 1  # tokens committed by the last step (where a new EOS can be)

@@ -8,7 +8,7 @@ import time
 from typing import Callable, Optional
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
 
 from .errors import TreeTooLarge
 from .sampling import Sampling, log_partition_and_entropy, rank_in_row, row_topk, sample_without_replacement, topm_entropy
@@ -19,6 +19,7 @@ from .treeattn import (
     causal_allowed,
     forward_with_mask,
     keep_slots,
+    slab_cache,
     tree_allowed,
     truncate,
 )
@@ -38,23 +39,23 @@ class CachedLM:
         self.forward_s = 0.0  # wall time spent in model forwards (the rest of drafting is tree construction)
         self.reset()
 
-    def _forward(self, inputs, positions, allowed, output_hidden_states):
+    def _forward(self, inputs, positions, allowed, output_hidden_states, last_only=False):
         t0 = time.perf_counter()
-        out = forward_with_mask(self.model, self.cache, inputs, positions, allowed, output_hidden_states)
+        out = forward_with_mask(self.model, self.cache, inputs, positions, allowed, output_hidden_states, last_only)
         self.forward_s += time.perf_counter() - t0
         return out
 
     def reset(self) -> None:
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = slab_cache(self.model.config)
         self.committed = 0
         self.slots: Optional[torch.Tensor] = None
 
-    def feed_chain(self, tokens: torch.Tensor, output_hidden_states: bool = False):
+    def feed_chain(self, tokens: torch.Tensor, output_hidden_states: bool = False, last_only: bool = False):
         """Append committed entries (token ids [k] or embeddings [k, H]), causally; returns the model
-        output (logits [1, k, V])."""
+        output (logits [1, k, V]; [1, 1, V], the last entry's, when `last_only`)."""
         k = int(tokens.shape[0])
         out = self._forward(tokens, self.committed + torch.arange(k), causal_allowed(cache_len(self.cache), k),
-                            output_hidden_states)
+                            output_hidden_states, last_only)
         self.committed += k
         return out
 
@@ -191,11 +192,11 @@ class ModelDrafter:
     def start(self, prompt_ids: list[int], hidden: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Prefill the prompt; returns the draft logits [V] at the root (the prompt's last token)."""
         self.lm.reset()
-        return self.lm.feed_chain(torch.tensor(prompt_ids)).logits[0, -1]
+        return self.lm.feed_chain(torch.tensor(prompt_ids), last_only=True).logits[0, -1]
 
     def advance(self, new_tokens: list[int], hidden: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Commit the tokens of the last step (accepted + bonus); returns the logits [V] at the new root."""
-        return self.lm.feed_chain(torch.tensor(new_tokens)).logits[0, -1]
+        return self.lm.feed_chain(torch.tensor(new_tokens), last_only=True).logits[0, -1]
 
     def draft(self, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,
               sampling: Sampling, generator: Optional[torch.Generator] = None) -> DraftTree:

@@ -147,7 +147,7 @@ class EDDDrafter:
         """One forward over soft-prompt entries for `hidden` [k, H] and then the root token; the root's logits [V]."""
         embed = self.lm.model.model.embed_tokens
         entries = torch.cat([self._soft_prompt(hidden), embed(torch.tensor([root], device=hidden.device))])  # [k+1, H]
-        return self.lm.feed_chain(entries).logits[0, -1]
+        return self.lm.feed_chain(entries, last_only=True).logits[0, -1]
 
     def start(self, prompt_ids: list[int], hidden: torch.Tensor) -> torch.Tensor:
         """hidden: [L-1, H] target states for the prompt without its last token (the root)."""

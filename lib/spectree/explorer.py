@@ -344,7 +344,8 @@ def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = No
 
     exact = cache_path(pair)
     host = machine_id().rsplit("-", 1)[0]
-    others = sorted((p for p in exact.parent.glob(f"{pair}-{host}-*.json") if p != exact), key=lambda p: p.stat().st_mtime)
+    others = sorted((p for p in exact.parent.glob(cache_path(pair, f"{host}-*").name) if p != exact),
+                    key=lambda p: p.stat().st_mtime)
     for path, note in [(exact, "")] + [(o, " (measured with other threads)") for o in reversed(others)]:
         cached = read_cached(path)
         if cached is not None:

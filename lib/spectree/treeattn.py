@@ -2,12 +2,53 @@
 `DynamicCache` holding the committed prefix (no forked modeling files).
 
 Cache layout (transformers `DynamicCache`): per layer `keys`/`values` of shape [B=1, H_kv, S, D_head];
-slot s of the cache holds the token fed s-th.
+slot s of the cache holds the token fed s-th. `slab_cache` makes those views of preallocated slabs.
 """
 from __future__ import annotations
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
+from transformers.cache_utils import DynamicLayer
+
+SLAB_MIN = 512  # a slab's first capacity in cache slots; it doubles when full
+
+
+class SlabLayer(DynamicLayer):
+    """A `DynamicLayer` whose `keys`/`values` are views [B, H_kv, S, D] of slabs [B, H_kv, capacity, D]:
+    appending m entries writes them in place instead of `torch.cat`-copying the whole cache every forward, and
+    `truncate` / `keep_slots` stay views / in-place row moves. A slab doubles when full."""
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n, m = self.get_seq_length(), key_states.shape[-2]
+        slab = getattr(self, "slab_keys", None)
+        if slab is None or n + m > slab.shape[-2] or self.keys.data_ptr() != slab.data_ptr():
+            capacity = max(SLAB_MIN, 2 * (n + m))
+            self.slab_keys = self._grow(self.keys, capacity, n, key_states)
+            self.slab_values = self._grow(self.values, capacity, n, value_states)
+        self.slab_keys[:, :, n:n + m] = key_states
+        self.slab_values[:, :, n:n + m] = value_states
+        self.keys, self.values = self.slab_keys[:, :, :n + m], self.slab_values[:, :, :n + m]
+        return self.keys, self.values
+
+    @staticmethod
+    def _grow(old: torch.Tensor, capacity: int, n: int, like: torch.Tensor) -> torch.Tensor:
+        """A new slab [B, H_kv, capacity, D] holding the first n slots of `old`."""
+        slab = like.new_empty(*like.shape[:2], capacity, like.shape[-1])
+        if n:
+            slab[:, :, :n] = old[:, :, :n]
+        return slab
+
+
+def slab_cache(config=None) -> DynamicCache:
+    """A `DynamicCache` for `config` whose full-attention layers are `SlabLayer`s (without a config, every
+    layer, created on its first update)."""
+    cache = DynamicCache(config=config)
+    cache.layers = [SlabLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    if cache.layer_class_to_replicate is DynamicLayer:
+        cache.layer_class_to_replicate = SlabLayer
+    return cache
 
 
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -20,19 +61,21 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 @torch.inference_mode()
 def forward_with_mask(model: PreTrainedModel, cache: DynamicCache, inputs: torch.Tensor,
                       position_ids: torch.Tensor, allowed: torch.Tensor,
-                      output_hidden_states: bool = False):
+                      output_hidden_states: bool = False, last_only: bool = False):
     """Run `model` on m new entries appended to `cache`.
 
     inputs: token ids [m] (long) or input embeddings [m, H] (float, e.g. EDD's soft prompt);
     position_ids: [m]; allowed: bool [m, cache_len + m] (which slots each new entry sees).
-    Returns the model output (logits [1, m, V]); the m entries are appended to `cache`.
+    Returns the model output (logits [1, m, V], or [1, 1, V] for the last entry alone when `last_only`: a
+    prefill then skips the LM head's m - 1 other rows, as HF `generate` does); the m entries are appended to
+    `cache`.
     """
     dev = model.device
     feed = {"input_ids": inputs[None].to(dev)} if not inputs.is_floating_point() else {
         "inputs_embeds": inputs[None].to(dev, model.dtype)}
     return model(**feed, position_ids=position_ids[None].to(dev),
                  attention_mask=additive_mask(allowed.to(dev), model.dtype), past_key_values=cache,
-                 use_cache=True, output_hidden_states=output_hidden_states)
+                 use_cache=True, output_hidden_states=output_hidden_states, logits_to_keep=1 if last_only else 0)
 
 
 def causal_allowed(cache_len: int, m: int) -> torch.Tensor:
@@ -62,12 +105,14 @@ def cache_len(cache: DynamicCache) -> int:
 def keep_slots(cache: DynamicCache, prefix_len: int, slots: torch.Tensor) -> None:
     """Keep the first `prefix_len` cache slots and then `slots` (ascending long indices >= prefix_len, e.g. an
     accepted path), in place: only those k rows move (to prefix_len .. prefix_len + k - 1) and the prefix stays
-    a view, so no step copies the whole cache (an index_select of it cost ~3 ms a step here, 6% of a token)."""
+    a view, so no step copies the whole cache (an index_select of it cost ~3 ms a step here, 6% of a token); a
+    path already in place (a chain's accepted prefix) moves nothing."""
     k = int(slots.shape[0])
-    for layer in cache.layers:
-        idx = slots.to(layer.keys.device)
-        layer.keys[:, :, prefix_len:prefix_len + k] = layer.keys.index_select(2, idx)
-        layer.values[:, :, prefix_len:prefix_len + k] = layer.values.index_select(2, idx)
+    if not bool((slots == prefix_len + torch.arange(k, device=slots.device)).all()):  # else already in place
+        for layer in cache.layers:
+            idx = slots.to(layer.keys.device)
+            layer.keys[:, :, prefix_len:prefix_len + k] = layer.keys.index_select(2, idx)
+            layer.values[:, :, prefix_len:prefix_len + k] = layer.values.index_select(2, idx)
     truncate(cache, prefix_len + k)
 
 

@@ -17,4 +17,4 @@ NOTEBOOKS=(
   09_block_sparsity.ipynb
   10_explorer.ipynb
 )
-exec .venv/bin/python -m spectree.runner --notebooks "${NOTEBOOKS[@]}" "$@"
+exec .venv/bin/python -m spectree.reports.runner --notebooks "${NOTEBOOKS[@]}" "$@"

@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import pytest
-from transformers import LlamaForCausalLM
-
 from helpers import tiny_llama
+from transformers import LlamaForCausalLM
 
 
 @pytest.fixture(scope="session")
@@ -14,6 +13,6 @@ def tiny_target() -> LlamaForCausalLM:
 
 @pytest.fixture(scope="session")
 def smollm2_pair():
-    from spectree.models import load_pair
+    from spectree.drafts.pairs import load_pair
 
     return load_pair("smollm2-layerskip")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from spectree.tree import DraftTree, Nodes
+from spectree.core.tree import DraftTree, Nodes
 
 #        0
 #      1   2

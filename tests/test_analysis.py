@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spectree import analysis
-from spectree.analysis_data import logbook_tokens, prompt_spec
-from spectree.data import Prompt
-from spectree.errors import SpectreeError
-from spectree.logbook import LoggedPrompt
+from spectree.analysis import stats as analysis
+from spectree.analysis.token_tables import logbook_tokens, prompt_spec
+from spectree.core.errors import SpectreeError
+from spectree.prompts import Prompt
+from spectree.replay.logbook import LoggedPrompt
 
 
 def tokens(**columns) -> pd.DataFrame:
@@ -177,8 +177,8 @@ def test_analysis_prefers_the_shipped_classifier_over_newer_notebook_ones(tmp_pa
     import pandas as pd
     import torch
 
-    from spectree.analysis_data import c2t_classifier_confidence
-    from spectree.classifier import C2TClassifier, save_classifier
+    from spectree.analysis.token_tables import c2t_classifier_confidence
+    from spectree.strategies.c2t_classifier import C2TClassifier, save_classifier
 
     torch.manual_seed(0)
     rows = pd.DataFrame({"joint": [0.5], "entropy": [1.0], "entropy_topm": [1.0], "depth": [1]})

@@ -5,8 +5,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from spectree import export
-from spectree.runner import export_html
+
+from spectree.reports import export
+from spectree.reports.runner import export_html
 
 CHROMIUM = shutil.which("chromium")
 EXTERNAL_SCRIPT = re.compile(r"<script[^>]*\bsrc\s*=\s*[\"']?\s*(https?:)?//", re.IGNORECASE)

@@ -2,9 +2,9 @@
 import json
 
 import pytest
-
 from helpers import tiny_llama
-from spectree.costmodel import CostModel, best_tree_size, load_or_measure, measure
+
+from spectree.speed.costmodel import CostModel, best_tree_size, load_or_measure, measure
 
 
 def test_measure_times_every_size_and_caches(tmp_path, monkeypatch, tiny_target):
@@ -33,7 +33,7 @@ def test_timings_taken_under_contention_are_not_trusted_from_the_cache(tmp_path,
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
     from dataclasses import asdict
 
-    from spectree.costmodel import cache_path
+    from spectree.speed.costmodel import cache_path
 
     path = cache_path("tiny")
     path.parent.mkdir(parents=True)
@@ -43,7 +43,7 @@ def test_timings_taken_under_contention_are_not_trusted_from_the_cache(tmp_path,
 
 
 def test_pct_specs_without_a_ratio_get_the_measured_one():
-    from spectree.costmodel import bare_pct, with_measured_pct_ratio
+    from spectree.speed.costmodel import bare_pct, with_measured_pct_ratio
     from spectree.strategies import parse_strategy
 
     assert [bare_pct(s) for s in ("pct", "pct:k=4", "pct:ratio=0.2", "ar")] == [True, True, False, False]

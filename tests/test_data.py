@@ -7,10 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from spectree import data
-from spectree.data import (DATASETS, Prompt, chat_ids, conversation_text, load_prompts, load_sharegpt_conversations,
-                           parse_prompt_spec, read_complete_records)
-from spectree.errors import SpectreeError
+from spectree import prompts as data
+from spectree.core.errors import SpectreeError
+from spectree.prompts import (
+    DATASETS,
+    Prompt,
+    chat_ids,
+    conversation_text,
+    load_prompts,
+    load_sharegpt_conversations,
+    parse_prompt_spec,
+    read_complete_records,
+)
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +29,7 @@ def sharegpt() -> tuple[list[dict], int]:
 @pytest.fixture(scope="module")
 def tokenizer():
     """SmolLM2's tokenizer, as the workbook loads it (the first load dequantises the model once, ~25 s)."""
-    from spectree.models import load_target
+    from spectree.drafts.pairs import load_target
     return load_target()[1]
 
 

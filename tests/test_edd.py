@@ -2,10 +2,15 @@
 import pytest
 import torch
 
-from spectree.decode import speculative_generate
-from spectree.edd import EDDDrafter, add_fusion, dual_block_allowed, one_layer_draft, reduce_vocab
+from spectree.core.decode import speculative_generate
+from spectree.drafts.edd import (
+    EDDDrafter,
+    add_fusion,
+    dual_block_allowed,
+    one_layer_draft,
+    reduce_vocab,
+)
 from spectree.strategies import chain_policy, kary_policy
-from spectree.treeattn import additive_mask
 
 
 def test_dual_block_mask_matches_the_paper_with_block_length_2():
@@ -28,8 +33,8 @@ def test_dual_block_offset_shifts_the_block_starts():
 def test_edd_inference_sees_what_training_showed_it(tiny_target, hidden_norm, fuse):
     """The drafter's logits at the root and down a chain equal the training forward (`draft_logits`) at
     the same block positions — soft prompt, final-norm option and h_{s-1} fusion included."""
-    from spectree.acceptance import _chain_tree
-    from spectree.train_draft import TrainConfig, draft_logits
+    from spectree.analysis.acceptance import _chain_tree
+    from spectree.drafts.training import TrainConfig, draft_logits
 
     draft, layer = one_layer_draft(tiny_target), 2
     if fuse:
@@ -64,7 +69,7 @@ def test_greedy_decoding_with_edd_matches_autoregressive(tiny_target, reduced):
 
 
 def test_reduced_head_keeps_its_tokens_logits_and_ranks_the_rest_last(tiny_target):
-    from spectree.selfdistill import token_ranking
+    from spectree.drafts.selfdistill import token_ranking
 
     ranking = token_ranking([[5, 5, 5, 9, 9, 2], [2, 9, 5, 7]], tiny_target.config.vocab_size)
     assert ranking[:4].tolist() == [5, 9, 2, 7] and sorted(ranking.tolist()) == list(range(len(ranking)))
@@ -85,7 +90,8 @@ def test_reduced_head_keeps_its_tokens_logits_and_ranks_the_rest_last(tiny_targe
 
 def test_chain_tau_from_forced_agreement_equals_live_chain_decoding(tiny_target):
     from helpers import tiny_llama
-    from spectree.acceptance import chain_taus, forced_chain_agreement
+
+    from spectree.analysis.acceptance import chain_taus, forced_chain_agreement
 
     ids = [2, 40, 41, 42]
     for draft in (tiny_llama(seed=1, layers=1), EDDDrafter(one_layer_draft(tiny_target), hidden_layer=2)):
@@ -99,8 +105,8 @@ def test_chain_tau_from_forced_agreement_equals_live_chain_decoding(tiny_target)
 def test_shipped_draft_checkpoint_roundtrip_and_clear_errors(tiny_target, tmp_path):
     from safetensors.torch import save_file
 
-    from spectree.errors import SpectreeError
-    from spectree.models import load_trained_draft
+    from spectree.core.errors import SpectreeError
+    from spectree.drafts.pairs import load_trained_draft
 
     layer = one_layer_draft(tiny_target).model.layers[0]
     good = {f"layer.{k}": v.half().contiguous() for k, v in layer.state_dict().items()}
@@ -138,7 +144,7 @@ def test_shipped_draft_checkpoint_roundtrip_and_clear_errors(tiny_target, tmp_pa
 
 
 def test_loss_curve_keeps_window_means_and_the_last_step():
-    from spectree.train_draft import loss_curve
+    from spectree.drafts.training import loss_curve
 
     log = [(s, float(s), 0.5 * s) for s in range(1, 11)]
     assert loss_curve(log, points=5) == [[2, 1.5, 1.0], [4, 3.5, 2.0], [6, 5.5, 3.0], [8, 7.5, 4.0], [10, 9.5, 5.0]]
@@ -151,7 +157,7 @@ def _report(top1_by_ds: dict, tau: float) -> dict:
 
 
 def test_draft_claims_and_ablation_table_by_hand():
-    from spectree.acceptance import ablation_table, draft_claims
+    from spectree.analysis.acceptance import ablation_table, draft_claims
 
     reports = {"edd": _report({"mtbench": [0.6, 0.5], "humaneval": [0.4, 0.3]}, 2.3),
                "vdm": _report({"mtbench": [0.3, 0.2], "humaneval": [0.41, 0.1]}, 1.5),
@@ -170,10 +176,10 @@ def test_draft_claims_and_ablation_table_by_hand():
 def test_top_m_entropy_of_a_reduced_head_reads_only_its_kept_tokens():
     """C2T's entropy over the top-M draft probabilities: with a reduced head of >= M tokens the drafter sorts
     only the kept columns (every dropped token's logit lies below them), with the same result."""
-    from spectree.drafting import TOP_M, child_candidates
-    from spectree.edd import ReducedHead
-    from spectree.sampling import Sampling
-    from spectree.tree import DraftTree
+    from spectree.core.drafting import TOP_M, child_candidates
+    from spectree.core.sampling import Sampling
+    from spectree.core.tree import DraftTree
+    from spectree.drafts.edd import ReducedHead
 
     gen = torch.Generator().manual_seed(0)
     head = torch.nn.Linear(16, 3 * TOP_M, bias=False)

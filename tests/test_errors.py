@@ -5,10 +5,15 @@ import json
 import pytest
 
 from spectree.cli import main
-from spectree.errors import SpectreeError
-from spectree.logbook import LogConfig
-from spectree.models import PackagedGGUF, check_safetensors, load_target, packaged_gguf_path
-from spectree.sampling import Sampling
+from spectree.core.errors import SpectreeError
+from spectree.core.sampling import Sampling
+from spectree.drafts.pairs import (
+    PackagedGGUF,
+    check_safetensors,
+    load_target,
+    packaged_gguf_path,
+)
+from spectree.replay.logbook import LogConfig
 from spectree.strategies import make_policy, parse_strategy
 
 
@@ -84,15 +89,15 @@ def test_truncated_safetensors_is_reported(tmp_path):
     (["log", "--K", "-2"], "K must be positive"),
 ])
 def test_cli_refuses_bad_input_with_exit_code_2(argv, message, capsys, monkeypatch):
-    import spectree.models
+    import spectree.drafts.pairs
 
-    monkeypatch.setattr(spectree.models, "load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(spectree.drafts.pairs, "load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
     assert main(argv) == 2
     assert message in capsys.readouterr().err
 
 
 def test_target_plus_draft_names_a_pair():
-    from spectree.models import PairSpec, check_pair_name
+    from spectree.drafts.pairs import PairSpec, check_pair_name
 
     assert check_pair_name("smollm2-135m-instruct+edd:smollm2-edd") == PairSpec("smollm2-135m-instruct", "edd:smollm2-edd")
     assert check_pair_name("smollm2-135m-instruct+layerskip:12").draft == "layerskip:12"
@@ -104,7 +109,7 @@ def test_policy_registry_validates_before_building():
 
 
 def test_corrupt_logbook_file_is_reported(tmp_path):
-    from spectree.logbook import read_logbook
+    from spectree.replay.logbook import read_logbook
 
     (tmp_path / "0000.parquet").write_bytes(b"PAR1 garbage")
     with pytest.raises(SpectreeError, match="not a readable logbook"):
@@ -114,7 +119,7 @@ def test_corrupt_logbook_file_is_reported(tmp_path):
 
 
 def test_atomic_write_leaves_no_temp_files(tmp_path):
-    from spectree.paths import atomic_write_text
+    from spectree.core.paths import atomic_write_text
 
     atomic_write_text(tmp_path / "a.json", json.dumps({"x": 1}))
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]

@@ -5,14 +5,20 @@ import torch
 from helpers import tiny_llama
 from test_strategies import SPECS
 
-from spectree.classifier import C2TClassifier
-from spectree.data import Prompt
-from spectree.errors import SpectreeError
-from spectree.fastreplay import Forest, fast_replay, rank_in_group, smallest_in_runs, vectorised_select
-from spectree.logbook import LogConfig, log_prompt
-from spectree.replay import replay
+from spectree.core.errors import SpectreeError
+from spectree.prompts import Prompt
+from spectree.replay.forest import (
+    Forest,
+    fast_replay,
+    rank_in_group,
+    smallest_in_runs,
+    vectorised_select,
+)
+from spectree.replay.logbook import LogConfig, log_prompt
+from spectree.replay.replay import replay
 from spectree.strategies import parse_strategy
 from spectree.strategies.c2t import C2TPolicy
+from spectree.strategies.c2t_classifier import C2TClassifier
 
 
 class Template:

@@ -80,13 +80,13 @@ def lab(tmp_path):
 
 def replay_numbers(params: dict, beta: float) -> dict:
     """τ and γ per target forward of C2T at this β on the notebook's logbook, as the explorer formats them."""
-    from spectree.classifier import load_classifier
-    from spectree.fastreplay import fast_replay
-    from spectree.logbook import LogConfig, logbook_dir, read_logbook
-    from spectree.paths import data_dir
-    from spectree.replay import summarize
+    from spectree.analysis.surfaces import logbook_tag
+    from spectree.core.paths import data_dir
+    from spectree.replay.forest import fast_replay
+    from spectree.replay.logbook import LogConfig, logbook_dir, read_logbook
+    from spectree.replay.replay import summarize
     from spectree.strategies.c2t import C2TPolicy
-    from spectree.surfaces import logbook_tag
+    from spectree.strategies.c2t_classifier import load_classifier
 
     cfg = LogConfig(pair=params["pair"], max_new_tokens=params["max_new_tokens"],
                     **{k: params[k] for k in ("K", "d_max", "beam", "b_env", "d_env")})

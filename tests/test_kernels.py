@@ -1,11 +1,17 @@
 """Prepacked linears (`spectree.kernels`): same products, same parameters, lossless decoding on them."""
 import pytest
 import torch
-
 from helpers import tiny_llama
-from spectree.decode import speculative_generate
-from spectree.edd import EDDDrafter, one_layer_draft, reduce_vocab
-from spectree.kernels import PackedLinear, is_packed, pack_linears, packing_available, stock_kernels
+
+from spectree.core.decode import speculative_generate
+from spectree.core.kernels import (
+    PackedLinear,
+    is_packed,
+    pack_linears,
+    packing_available,
+    stock_kernels,
+)
+from spectree.drafts.edd import EDDDrafter, one_layer_draft, reduce_vocab
 from spectree.strategies import parse_strategy
 
 pytestmark = pytest.mark.skipif(not packing_available(torch.nn.Linear(2, 2)), reason="no oneDNN in this torch build")
@@ -53,8 +59,8 @@ def test_greedy_decoding_on_packed_kernels_matches_stock_generate(spec):
 
 
 def test_unknown_kernels_name_is_refused_before_any_model_loads():
-    from spectree.errors import SpectreeError
-    from spectree.kernels import wants_packed
+    from spectree.core.errors import SpectreeError
+    from spectree.core.kernels import wants_packed
 
     assert wants_packed("packed") and not wants_packed("stock")
     with pytest.raises(SpectreeError, match="unknown kernels 'fast'"):

@@ -2,12 +2,12 @@
 import pytest
 import torch
 
-from spectree.bench import HF, find_mismatches, run_strategies
-from spectree.data import chat_ids, load_prompts
-from spectree.decode import speculative_generate
-from spectree.drafting import CachedLM
-from spectree.logbook import LogConfig, read_logbook, write_logbook
-from spectree.replay import replay_prompt
+from spectree.core.decode import speculative_generate
+from spectree.core.drafting import CachedLM
+from spectree.prompts import chat_ids, load_prompts
+from spectree.replay.logbook import LogConfig, read_logbook, write_logbook
+from spectree.replay.replay import replay_prompt
+from spectree.speed.bench import HF, find_mismatches, run_strategies
 from spectree.strategies import parse_strategy
 
 pytestmark = pytest.mark.slow
@@ -44,8 +44,8 @@ def test_greedy_tree_decoding_matches_hf_generate_on_ten_prompts(smollm2_pair):
 def test_greedy_decoding_on_packed_kernels_matches_stock_hf_generate():
     """`bench`'s default: our decoder on prepacked oneDNN weights (target and EDD draft) against the stock
     HF `generate` reference, and HF `generate` itself on the packed kernels."""
-    from spectree.bench import HF_PACKED
-    from spectree.models import load_pair
+    from spectree.drafts.pairs import load_pair
+    from spectree.speed.bench import HF_PACKED
 
     pair = load_pair("smollm2-135m-instruct+edd:smollm2-edd@8192", packed=True)
     prompts = load_prompts("mtbench", 3) + load_prompts("humaneval", 3)
@@ -106,8 +106,13 @@ def test_logbook_labels_follow_the_greedy_continuation(smollm2_pair, tmp_path):
 
 
 def test_draft_training_resumes_exactly_and_exports(smollm2_pair, tmp_path, monkeypatch):
-    from spectree.models import load_trained_draft
-    from spectree.train_draft import TrainConfig, export_checkpoint, train, training_log
+    from spectree.drafts.pairs import load_trained_draft
+    from spectree.drafts.training import (
+        TrainConfig,
+        export_checkpoint,
+        train,
+        training_log,
+    )
 
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
     target, _, tok = smollm2_pair

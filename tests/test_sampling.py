@@ -2,8 +2,14 @@ import numpy as np
 import torch
 from scipy.stats import chisquare
 
-from spectree.sampling import (entropy, log_partition_and_entropy, rank_in_row, row_topk, sample_without_replacement,
-                               topm_entropy)
+from spectree.core.sampling import (
+    entropy,
+    log_partition_and_entropy,
+    rank_in_row,
+    row_topk,
+    sample_without_replacement,
+    topm_entropy,
+)
 
 
 def test_row_topk_returns_the_same_values_and_indices_as_topk():

@@ -4,10 +4,24 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from spectree.errors import SpectreeError
-from spectree.selfdistill import (MAX_PROMPT_TOKENS, _load_seqs, _save_seqs, answer_prompts, cached_answer_prompts,
-                                  greedy_answers, pack, target_answers)
-from spectree.train_draft import Teacher, TrainConfig, learning_rate, loss_fn, position_weights
+from spectree.core.errors import SpectreeError
+from spectree.drafts.selfdistill import (
+    MAX_PROMPT_TOKENS,
+    _load_seqs,
+    _save_seqs,
+    answer_prompts,
+    cached_answer_prompts,
+    greedy_answers,
+    pack,
+    target_answers,
+)
+from spectree.drafts.training import (
+    Teacher,
+    TrainConfig,
+    learning_rate,
+    loss_fn,
+    position_weights,
+)
 
 
 def test_batched_left_padded_greedy_equals_one_prompt_at_a_time(tiny_target):

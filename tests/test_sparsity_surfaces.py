@@ -3,11 +3,10 @@ enough to count by hand."""
 import numpy as np
 import pytest
 import torch
-
-from spectree import sparsity, surfaces
-from spectree.treeattn import additive_mask
-
 from helpers import make_tree
+
+from spectree.analysis import sparsity, surfaces
+from spectree.core.treeattn import additive_mask
 
 #  0 ─ 1 ─ 3 ─ 5      two chains, stored layer by layer (BFS) as grow_tree stores them
 #  └── 2 ─ 4 ─ 6

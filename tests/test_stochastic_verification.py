@@ -30,13 +30,13 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from spectree.drafting import child_candidates, grow_tree
-from spectree.sampling import Sampling
+from spectree.core.drafting import child_candidates, grow_tree
+from spectree.core.policy import Policy
+from spectree.core.sampling import Sampling
+from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
+from spectree.core.verify import Verdict, verify_multibranch
 from spectree.strategies import dyspec_greedy, eagle2_rerank, kary_policy
-from spectree.strategies.base import Policy
 from spectree.strategies.static import KaryPolicy, static_shape, tree_shape
-from spectree.tree import NODE_FIELDS, DraftTree, Nodes
-from spectree.verify import Verdict, verify_multibranch
 
 pytestmark = pytest.mark.slow
 

@@ -1,16 +1,16 @@
 """Tree policies: their rules on hand-made candidates, greedy losslessness and replay = live on a tiny model."""
 import pytest
 import torch
-
 from helpers import tiny_llama
-from spectree.data import Prompt
-from spectree.decode import speculative_generate
-from spectree.errors import SpectreeError
-from spectree.logbook import LogConfig, log_prompt
-from spectree.replay import replay_prompt
+
+from spectree.core.decode import speculative_generate
+from spectree.core.errors import SpectreeError
+from spectree.core.tree import DraftTree, Nodes
+from spectree.prompts import Prompt
+from spectree.replay.logbook import LogConfig, log_prompt
+from spectree.replay.replay import replay_prompt
 from spectree.strategies import REGISTRY, parse_strategy
-from spectree.strategies.entropy import gunjur_branching
-from spectree.tree import DraftTree, Nodes
+from spectree.strategies.gunjur import gunjur_branching
 
 SPECS = ["chain:k=3", "chain:k=4,stop=entropy,threshold=1.0", "chain:k=4,stop=dymax,threshold=0.3",
          "chain:k=4,stop=dyjoint,threshold=0.08", "sequences:k=3,d=3", "sequoia:n=6,p=0.6/0.2/0.1", "vct:w=2,d=3", "kary:b=2,d=3", "entropy:d=3", "entropy:d=4,cutoff=4.4", "naive_width:k=3,d=3", "eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4",
@@ -188,14 +188,20 @@ def test_c2t_beta_is_checked_before_the_classifier_loads():
 
 
 def test_classifier_learns_acceptance_and_c2t_prunes_by_beta_and_topk(tiny_target, weak_draft, tmp_path):
-    from spectree.classifier import ClassifierTraining, load_classifier, node_table, save_classifier, train_classifier
     from spectree.strategies.c2t import C2TPolicy
+    from spectree.strategies.c2t_classifier import (
+        ClassifierTraining,
+        load_classifier,
+        node_table,
+        save_classifier,
+        train_classifier,
+    )
 
     cfg = LogConfig(max_new_tokens=20, K=7, d_max=4, beam=400)
     logged = log_prompt(tiny_target, tiny_target, FixedPrompt(), Prompt("toy", "0", "toy", "x"), cfg, eos_ids=())
     table = node_table([logged])
     model, history = train_classifier(table, table, ClassifierTraining(epochs=5))
-    from spectree.classifier import nodes_from_table
+    from spectree.strategies.c2t_classifier import nodes_from_table
 
     chosen = model.confidence(nodes_from_table(table)) > 0.5
     on_path = torch.tensor(table.on_path.to_numpy())
@@ -250,8 +256,8 @@ def feature_offer(blank: frozenset):
 @pytest.mark.parametrize("spec", SPECS + ["c2t:beta=0.3,K=4,d_max=4"])
 def test_policies_read_only_the_optional_features_they_declare(spec):
     """Live drafting skips the optional features a policy does not declare; the tree must not change."""
-    from spectree.drafting import grow_tree
-    from spectree.strategies.base import OPTIONAL_FEATURES
+    from spectree.core.drafting import grow_tree
+    from spectree.core.policy import OPTIONAL_FEATURES
 
     def grown(blank):
         policy = parse_strategy(spec)

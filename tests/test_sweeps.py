@@ -2,15 +2,18 @@
 per-category totals, the C2T helper and the standard spec lists."""
 import pandas as pd
 import pytest
-
 from helpers import tiny_llama
-from spectree import plots_sweeps, sweeps
-from spectree.classifier import ClassifierTraining
-from spectree.data import Prompt
-from spectree.errors import SpectreeError
-from spectree.logbook import LogConfig, log_prompt
-from spectree.replay import replay, summarize
+
+from spectree.analysis import claims as claims_mod
+from spectree.analysis import sweeps
+from spectree.core.errors import SpectreeError
+from spectree.prompts import Prompt
+from spectree.replay.logbook import LogConfig, log_prompt
+from spectree.replay.replay import replay, summarize
+from spectree.reports import figures
+from spectree.reports.figures import sweeps as plots_sweeps
 from spectree.strategies import parse_strategy
+from spectree.strategies.c2t_classifier import ClassifierTraining
 from spectree.strategies.sequoia import acceptance_vector
 
 PROMPTS = [Prompt("mtbench", "81", "writing", "a"), Prompt("mtbench", "82", "math", "b"),
@@ -71,17 +74,17 @@ def test_unreplayable_specs_are_reported_not_raised(logbook):
 
 
 def test_claim_verdicts_and_summary():
-    assert [sweeps.claim("x", "p", 1.0, h)["verdict"] for h in (True, False, None)] == list(sweeps.VERDICTS)
-    assert set(sweeps.claim("x", "p", 1.0, True)) == {"name", "paper", "ours", "verdict"}
-    summary = sweeps.claims_summary([sweeps.claim("x", "p", 1, True), sweeps.claim("y", "p", 2, None)])
+    assert [claims_mod.claim("x", "p", 1.0, h)["verdict"] for h in (True, False, None)] == list(claims_mod.VERDICTS)
+    assert set(claims_mod.claim("x", "p", 1.0, True)) == {"name", "paper", "ours", "verdict"}
+    summary = claims_mod.claims_summary([claims_mod.claim("x", "p", 1, True), claims_mod.claim("y", "p", 2, None)])
     assert summary["claims_tally"] == "1 holds, 0 does not hold, 1 inconclusive" and len(summary["claims"]) == 2
 
 
 def test_standard_claims_on_a_sweep(logbook):
     specs = sweeps.standard_sweeps(K=4, d_max=4, depth=3, Ns=(3, 6), budgets=(4, 6), widths=(1, 2))
     table = sweeps.sweep(logbook, specs)
-    claims = sweeps.collect_claims(table)
-    assert len(claims) == 7 and all(c["verdict"] in sweeps.VERDICTS for c in claims)
+    claims = claims_mod.collect_claims(table)
+    assert len(claims) == 7 and all(c["verdict"] in claims_mod.VERDICTS for c in claims)
     c2t = claims[0]  # no classifier: no C2T rows, so nothing to compare
     assert c2t["verdict"] == "inconclusive"
     dymax = sweeps.scored(table, "chain_table3", "chain", stop="dymax")
@@ -134,11 +137,11 @@ def test_sweep_figures_and_csv(logbook, tmp_path, monkeypatch):
     assert len(plots_sweeps.plotly_tau_gamma(table).data) == 2
     cats = sweeps.per_category(logbook, "chain:k=3")
     assert len(plots_sweeps.plot_per_category(cats).axes) == 2
-    assert plots_sweeps.save_csv(table.drop(columns="params"), "sweep", "nb").read_text().startswith("group,spec")
+    assert figures.save_csv(table.drop(columns="params"), "sweep", "nb").read_text().startswith("group,spec")
 
 
 def test_speed_claims_judge_tree_construction_at_every_temperature():
-    from spectree.speed import speed_claims
+    from spectree.speed.tables import speed_claims
 
     greedy = pd.DataFrame({"method": ["HF generate", "AR (our loop)", "chain-5", "VCT"], "speedup": [1.0, 0.9, 0.4, 0.1],
                            "tree_frac": [0.0, 0.001, 0.03, 0.02], "tau": [1.0, 1.0, 1.2, 1.4],
@@ -153,7 +156,7 @@ def test_speed_claims_judge_tree_construction_at_every_temperature():
 
 
 def test_speed_claims_separate_the_kernels_gain_from_speculation():
-    from spectree.speed import speed_claims
+    from spectree.speed.tables import speed_claims
 
     t = pd.DataFrame({"method": ["HF generate", "HF generate, packed kernels", "AR (our loop)", "chain-2"],
                       "speedup": [1.0, 1.18, 1.13, 1.31], "speedup_same_kernels": [0.85, 1.0, 0.96, 1.11],

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from spectree.errors import SpectreeError
-from spectree.models import check_gguf, load_gguf
-
 from tiny_gguf import BOS_ID, EOS_ID, write_tiny_llama_gguf
+
+from spectree.core.errors import SpectreeError
+from spectree.drafts.pairs import check_gguf, load_gguf
 
 
 @pytest.fixture(scope="module")

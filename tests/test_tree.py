@@ -1,10 +1,9 @@
 import pytest
 import torch
-
-from spectree.errors import SpectreeError
-from spectree.treeattn import tree_allowed
-
 from helpers import PARENTS, make_tree
+
+from spectree.core.errors import SpectreeError
+from spectree.core.treeattn import tree_allowed
 
 
 def test_ancestor_mask_marks_exactly_self_and_ancestors():

@@ -1,11 +1,11 @@
 """Tree attention on transformers' own Llama (tiny random weights): logits and KV bookkeeping."""
 import torch
-
-from spectree.decode import speculative_generate
-from spectree.drafting import CachedLM
-from spectree.sampling import Sampling
-from spectree.strategies import chain_policy, kary_policy
 from helpers import PARENTS, make_tree, tiny_llama
+
+from spectree.core.decode import speculative_generate
+from spectree.core.drafting import CachedLM
+from spectree.core.sampling import Sampling
+from spectree.strategies import chain_policy, kary_policy
 
 
 def sequential_logits(model, ids: list[int]) -> torch.Tensor:
@@ -84,7 +84,7 @@ def test_sampling_is_reproducible_with_an_explicit_generator(tiny_target):
 def test_slab_cache_holds_what_a_dynamic_cache_holds_across_growth_truncation_and_kept_paths(monkeypatch):
     from transformers import DynamicCache
 
-    from spectree import treeattn
+    from spectree.core import treeattn
 
     monkeypatch.setattr(treeattn, "SLAB_MIN", 4)  # grow a few times within a short test
     gen = torch.Generator().manual_seed(0)
@@ -102,9 +102,12 @@ def test_slab_cache_holds_what_a_dynamic_cache_holds_across_growth_truncation_an
 
 
 def test_grouped_attention_without_copies_is_bit_identical_to_copied_heads(tiny_target):
-    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+    from transformers.integrations.sdpa_attention import (
+        repeat_kv,
+        sdpa_attention_forward,
+    )
 
-    from spectree.kernels import gqa_sdpa_attention
+    from spectree.core.kernels import gqa_sdpa_attention
 
     module = tiny_target.model.layers[0].self_attn  # 4 query heads sharing 2 key/value heads
     gen = torch.Generator().manual_seed(1)

@@ -8,17 +8,17 @@ import pytest
 import torch
 from helpers import tiny_llama
 
-from spectree import explorer as ex
-from spectree.classifier import C2TClassifier
-from spectree.costmodel import CostModel
-from spectree.data import Prompt
-from spectree.fastreplay import Forest, fast_replay
-from spectree.logbook import LogConfig, log_prompt
-from spectree.replay import summarize
+from spectree.prompts import Prompt
+from spectree.replay.forest import Forest, fast_replay
+from spectree.replay.logbook import LogConfig, log_prompt
+from spectree.replay.replay import summarize
+from spectree.reports import explorer as ex
+from spectree.reports.widgets import LIVE_NAME, Explorer, initial_values
+from spectree.speed.costmodel import CostModel
 from spectree.strategies import REGISTRY, parse_strategy
 from spectree.strategies.c2t import C2TPolicy
-from spectree.strategies.entropy import gunjur_branching
-from spectree.widgets import LIVE_NAME, Explorer, initial_values
+from spectree.strategies.c2t_classifier import C2TClassifier
+from spectree.strategies.gunjur import gunjur_branching
 
 COST = CostModel(machine="test", prefix=256, sizes=[1, 16, 256], target_s=[0.035, 0.068, 0.338],
                  draft_s=[0.0055, 0.012, 0.078])
@@ -88,7 +88,7 @@ def test_step_time_counts_one_draft_forward_per_layer(logbook, forest):
 
 
 def test_score_is_fast_on_thousands_of_trees(tiny_target, draft):
-    from spectree.fastreplay import tile
+    from spectree.replay.forest import tile
     cfg = LogConfig(max_new_tokens=16, K=5, d_max=4, beam=5, b_env=2, d_env=3)  # the quick profile's shape
     slim = [log_prompt(tiny_target, draft, Template(PROMPTS[0]), Prompt("toy", "0", "c", "x"), cfg, eos_ids=())]
     big = Forest.of(tile(slim, 3000))

@@ -7,8 +7,8 @@ import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from .errors import SpectreeError
-from .paths import atomic_write_text
+from spectree.core.errors import SpectreeError
+from spectree.core.paths import atomic_write_text
 
 DEFAULT_STRATEGIES = ["chain:k=4", "kary:b=2,d=4"]
 
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "(where the CPU allows it) or HF's stock ones; the HF generate reference always runs stock")
     lg = sub.add_parser("log", help="write a logbook of full draft trees for replay")
     _common(lg, "mtbench:16", 128)
-    from .logbook import LogConfig
+    from spectree.replay.logbook import LogConfig
     for f in fields(LogConfig):
         if f.name not in ("pair", "max_new_tokens"):
             lg.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=f.default)
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("train", help="distil a one-layer draft (EDD / VDM) from the target; resumable")
     tr.add_argument("--name", required=True, help="checkpoint name, e.g. smollm2-edd")
     tr.add_argument("--target", default="smollm2-135m-instruct")
-    from .train_draft import TrainConfig
+    from spectree.drafts.training import TrainConfig
     for f in fields(TrainConfig):
         kind = _yes_no if isinstance(f.default, bool) else type(f.default)
         tr.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
@@ -77,13 +77,17 @@ def _write_json(path: Path | None, payload: dict) -> None:
 
 
 def cmd_bench(args) -> int:
-    from .bench import format_table, run_strategies, summarize_runs
-    from .costmodel import bare_pct, pair_cost_model, with_measured_pct_ratio
-    from .data import parse_prompt_spec
-    from .kernels import wants_packed
-    from .models import check_pair_name, load_pair
-    from .sampling import Sampling
-    from .strategies import parse_strategy
+    from spectree.core.kernels import wants_packed
+    from spectree.core.sampling import Sampling
+    from spectree.drafts.pairs import check_pair_name, load_pair
+    from spectree.prompts import parse_prompt_spec
+    from spectree.speed.bench import format_table, run_strategies, summarize_runs
+    from spectree.speed.costmodel import (
+        bare_pct,
+        pair_cost_model,
+        with_measured_pct_ratio,
+    )
+    from spectree.strategies import parse_strategy
 
     for s in args.strategies:
         parse_strategy(s)
@@ -110,11 +114,11 @@ def cmd_bench(args) -> int:
 
 
 def cmd_lossless(args) -> int:
-    from .bench import find_mismatches, run_strategies, summarize_runs
-    from .data import parse_prompt_spec
-    from .kernels import wants_packed
-    from .models import check_pair_name, load_pair
-    from .strategies import parse_strategy
+    from spectree.core.kernels import wants_packed
+    from spectree.drafts.pairs import check_pair_name, load_pair
+    from spectree.prompts import parse_prompt_spec
+    from spectree.speed.bench import find_mismatches, run_strategies, summarize_runs
+    from spectree.strategies import parse_strategy
 
     for s in args.strategies:
         parse_strategy(s)
@@ -143,9 +147,9 @@ def cmd_lossless(args) -> int:
 
 
 def cmd_log(args) -> int:
-    from .data import parse_prompt_spec
-    from .logbook import LogConfig, write_logbook
-    from .models import check_pair_name
+    from spectree.drafts.pairs import check_pair_name
+    from spectree.prompts import parse_prompt_spec
+    from spectree.replay.logbook import LogConfig, write_logbook
 
     tree_shape = {f.name: getattr(args, f.name) for f in fields(LogConfig) if f.name not in ("pair", "max_new_tokens")}
     cfg = LogConfig(pair=args.pair, max_new_tokens=args.max_new_tokens, **tree_shape)
@@ -161,10 +165,10 @@ def cmd_log(args) -> int:
 def cmd_replay(args) -> int:
     import time
 
-    from .fastreplay import Forest, fast_replay, tile
-    from .logbook import read_logbook
-    from .replay import summarize
-    from .strategies import parse_strategy
+    from spectree.replay.forest import Forest, fast_replay, tile
+    from spectree.replay.logbook import read_logbook
+    from spectree.replay.replay import summarize
+    from spectree.strategies import parse_strategy
 
     if args.min_trees < 0:
         raise SpectreeError(f"--min-trees must be >= 0, got {args.min_trees}")
@@ -190,9 +194,9 @@ def cmd_replay(args) -> int:
 
 
 def cmd_acceptance(args) -> int:
-    from .acceptance import acceptance_table
-    from .data import parse_prompt_spec
-    from .models import check_pair_name, parse_draft
+    from spectree.analysis.acceptance import acceptance_table
+    from spectree.drafts.pairs import check_pair_name, parse_draft
+    from spectree.prompts import parse_prompt_spec
 
     draft = parse_draft(check_pair_name(args.pair).draft)
     card = draft.checkpoint.with_suffix(".json") if draft.checkpoint else None
@@ -224,8 +228,13 @@ def cmd_acceptance(args) -> int:
 def cmd_train(args) -> int:
     import torch
 
-    from .models import load_target
-    from .train_draft import TrainConfig, device_name, export_checkpoint, train
+    from spectree.drafts.pairs import load_target
+    from spectree.drafts.training import (
+        TrainConfig,
+        device_name,
+        export_checkpoint,
+        train,
+    )
 
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     if args.threads:

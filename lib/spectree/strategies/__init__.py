@@ -4,16 +4,16 @@ from __future__ import annotations
 import inspect
 from typing import Callable
 
-from ..errors import SpectreeError
-from .base import Policy
-from .c2t import c2t_policy
-from .chain import chain_policy
-from .confidence import cape_policy, pct_prune
-from .dyspec import dyspec_greedy, dyspec_threshold
-from .eagle2 import eagle2_rerank
-from .entropy import entropy_branching, naive_width
-from .sequoia import sequoia_policy
-from .static import kary_policy, sequences_policy, static_shape, vct_policy
+from spectree.core.errors import SpectreeError
+from spectree.core.policy import Policy
+from spectree.strategies.c2t import c2t_policy
+from spectree.strategies.chain import chain_policy
+from spectree.strategies.pct import cape_policy, pct_prune
+from spectree.strategies.dyspec import dyspec_greedy, dyspec_threshold
+from spectree.strategies.eagle2 import eagle2_rerank
+from spectree.strategies.gunjur import entropy_branching, naive_width
+from spectree.strategies.sequoia import sequoia_policy
+from spectree.strategies.static import kary_policy, sequences_policy, static_shape, vct_policy
 
 REGISTRY: dict[str, Callable[..., Policy]] = {
     "ar": lambda: chain_policy(0),

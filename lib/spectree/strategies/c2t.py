@@ -6,9 +6,9 @@ from typing import Optional
 
 import torch
 
-from ..tree import DraftTree, Nodes
-from .base import Policy
-from .eagle2 import top_by_joint
+from spectree.core.policy import Policy
+from spectree.core.tree import DraftTree, Nodes
+from spectree.strategies.eagle2 import top_by_joint
 
 
 @dataclass
@@ -36,8 +36,8 @@ class C2TPolicy(Policy):
 def c2t_policy(beta: float = 0.5, K: int = 10, d_max: int = 11, topk: int = 0,
                classifier: str = "smollm2-edd") -> C2TPolicy:
     """C2T with the classifier shipped as data/c2t/<classifier>.safetensors."""
-    from ..classifier import load_classifier
-    from ..paths import data_dir
+    from spectree.core.paths import data_dir
+    from spectree.strategies.c2t_classifier import load_classifier
 
     policy = C2TPolicy(K=K, d_max=d_max, beta=beta, topk=topk)  # validates β before loading anything
     policy.classifier = load_classifier(data_dir() / "c2t" / f"{classifier}.safetensors")

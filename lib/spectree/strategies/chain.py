@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import SpectreeError
-from ..tree import DraftTree, Nodes
-from .base import Policy
+from spectree.core.errors import SpectreeError
+from spectree.core.policy import Policy
+from spectree.core.tree import DraftTree, Nodes
 
 STOPS = ("none", "entropy", "dymax", "dyjoint")
 

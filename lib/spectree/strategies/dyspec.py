@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..tree import DraftTree, Nodes
-from .base import Policy
-from .eagle2 import top_by_joint
+from spectree.core.policy import Policy
+from spectree.core.tree import DraftTree, Nodes
+from spectree.strategies.eagle2 import top_by_joint
 
 
 @dataclass

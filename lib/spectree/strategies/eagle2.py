@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..tree import DraftTree, Nodes
-from .base import Policy
+from spectree.core.policy import Policy
+from spectree.core.tree import DraftTree, Nodes
 
 
 def top_by_joint(joint: torch.Tensor, depth: torch.Tensor, n: int) -> torch.Tensor:

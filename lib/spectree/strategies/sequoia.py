@@ -7,8 +7,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..errors import SpectreeError
-from .static import StaticShapePolicy, static_shape
+from spectree.core.errors import SpectreeError
+from spectree.strategies.static import StaticShapePolicy, static_shape
 
 RankPath = tuple[int, ...]  # ranks from the root's child down to the node
 

@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..tree import DraftTree, Nodes
-from .base import Policy
+from spectree.core.policy import Policy
+from spectree.core.tree import DraftTree, Nodes
 
 
 @dataclass

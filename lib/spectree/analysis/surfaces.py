@@ -1,0 +1,232 @@
+"""What C2T's classifier learned (C2T App., Fig. 9/10): its output F(P, H, d) over random inputs and over
+grids with one feature fixed, partial dependence per feature, and verdicts on the paper's three readings:
+
+1. P (joint probability) has by far the largest effect on the confidence;
+2. at low P a high entropy H raises the confidence (a correction for flat draft distributions);
+3. at low P a shallower depth d raises the confidence, while at high P depth hardly matters.
+
+Ranges as in the paper: P ∈ [0, 1], H ∈ [0, 10] (nats, top-M entropy), d ∈ 0..10. Verdicts are on the
+confidence sigmoid(F) — the quantity compared with β — with a tolerance below which an effect is
+"inconclusive"; the 3-D scatter is coloured by the min-max normalised logit, as C2T Fig. 9 is.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from spectree.core.paths import data_dir
+from spectree.strategies.c2t_classifier import (
+    C2TClassifier,
+    ClassifierTraining,
+    fit_and_save,
+    load_classifier,
+)
+
+RANGES = {"P": (0.0, 1.0), "H": (0.0, 10.0), "d": (0.0, 10.0)}
+FIXED = {"P": (0.1, 0.5, 0.9), "H": (1.0, 4.0, 8.0), "d": (1.0, 4.0, 8.0)}  # C2T Fig. 10's three panels
+VERDICTS = ("holds", "does not hold", "inconclusive")
+
+
+# --- the classifier -------------------------------------------------------------------------------------
+
+def classifier_path(name: str) -> Path:
+    return data_dir() / "c2t" / f"{name}.safetensors"
+
+
+def train_on_logbook(logdir: Path, cfg: ClassifierTraining = ClassifierTraining(),
+                     train_fraction: float = 0.5) -> tuple[Path, pd.DataFrame]:
+    """Train C2T's classifier on a logbook's nodes (the first `train_fraction` of its prompts; the rest pick
+    the epoch, or all prompts when there is only one) and save it as data/c2t/<logbook>-c2t-<hash>, the
+    hash naming the training settings. Returns the path and the per-epoch table."""
+    from spectree.replay.logbook import read_logbook
+
+    logbook = read_logbook(logdir)
+    n = max(1, int(len(logbook) * train_fraction))
+    return fit_and_save(logbook[:n], logbook[n:] or logbook, classifier_path(trained_name(logdir, cfg)), cfg,
+                        card={"logbook": logdir.name})
+
+
+def trained_name(logdir: Path, cfg: ClassifierTraining) -> str:
+    digest = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode()).hexdigest()[:8]
+    return f"{Path(logdir).name}-c2t-{digest}"
+
+
+def outputs(model: C2TClassifier, P, H, d) -> tuple[np.ndarray, np.ndarray]:
+    """(logit, confidence) of the classifier at arrays of P, H, d (broadcast); features it does not use are
+    ignored, so a P+H classifier is flat in d."""
+    cols = {k: torch.as_tensor(np.asarray(v, dtype=np.float32)) for k, v in {"P": P, "H": H, "d": d}.items()}
+    cols = dict(zip(cols, torch.broadcast_tensors(*cols.values())))
+    x = torch.stack([cols[f].flatten() for f in model.features], dim=-1)
+    with torch.no_grad():
+        logit = model(x).reshape(cols["P"].shape)
+    return logit.numpy(), torch.sigmoid(logit).numpy()
+
+
+# --- grids ----------------------------------------------------------------------------------------------
+
+def random_points(n: int, seed: int = 0) -> pd.DataFrame:
+    """n uniform random inputs: P ∈ [0, 1], H ∈ [0, 10] floats, d ∈ 0..10 integers (C2T Fig. 9)."""
+    gen = torch.Generator().manual_seed(seed)
+    return pd.DataFrame({"P": torch.rand(n, generator=gen, dtype=torch.float64).numpy(),
+                         "H": 10 * torch.rand(n, generator=gen, dtype=torch.float64).numpy(),
+                         "d": torch.randint(0, 11, (n,), generator=gen).numpy()})
+
+
+def scatter_table(model: C2TClassifier, n: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """C2T Fig. 9: random points with logit, confidence and `colour` = min-max normalised logit."""
+    pts = random_points(n, seed)
+    logit, conf = outputs(model, pts.P, pts.H, pts.d)
+    span = float(logit.max() - logit.min())
+    return pts.assign(logit=logit, confidence=conf, colour=(logit - logit.min()) / span if span > 0 else 0.0)
+
+
+def free_features(fixed: str) -> tuple[str, str]:
+    return tuple(f for f in RANGES if f != fixed)  # type: ignore[return-value]
+
+
+def surface_table(model: C2TClassifier, grid: int = 100, fixed_values: dict = FIXED) -> pd.DataFrame:
+    """C2T Fig. 10: for each feature and each of its fixed values, the confidence over a grid×grid mesh of
+    the other two (d interpolated between integers, as the paper's surfaces are). Long format: fixed,
+    value, x (first free feature), y (second), confidence, logit; plus the P, H, d columns."""
+    frames = []
+    for fixed, values in fixed_values.items():
+        fx, fy = free_features(fixed)
+        xs, ys = (np.linspace(*RANGES[f], grid) for f in (fx, fy))
+        X, Y = np.meshgrid(xs, ys, indexing="ij")
+        for value in values:
+            cols = {fixed: np.full_like(X, value), fx: X, fy: Y}
+            logit, conf = outputs(model, cols["P"], cols["H"], cols["d"])
+            frames.append(pd.DataFrame({"fixed": fixed, "value": value, "x_name": fx, "y_name": fy,
+                                        "x": X.ravel(), "y": Y.ravel(), "P": cols["P"].ravel(), "H": cols["H"].ravel(),
+                                        "d": cols["d"].ravel(), "logit": logit.ravel(), "confidence": conf.ravel()}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def partial_dependence(model: C2TClassifier, points: pd.DataFrame, grid: int = 21) -> pd.DataFrame:
+    """Mean confidence over `points` with one feature set to each of `grid` values across its range
+    (Friedman's partial dependence); columns feature, value, confidence."""
+    rows = []
+    for feature, (lo, hi) in RANGES.items():
+        for value in np.linspace(lo, hi, grid):
+            cols = {f: points[f].to_numpy() for f in RANGES} | {feature: np.full(len(points), value)}
+            rows.append({"feature": feature, "value": float(value),
+                         "confidence": float(outputs(model, cols["P"], cols["H"], cols["d"])[1].mean())})
+    return pd.DataFrame(rows)
+
+
+def pd_ranges(pdep: pd.DataFrame) -> dict[str, float]:
+    """max − min of each feature's partial-dependence curve: how far that feature alone moves F."""
+    return {f: float(g.confidence.max() - g.confidence.min()) for f, g in pdep.groupby("feature", sort=False)}
+
+
+def surface_gap(surf: pd.DataFrame, fixed: str, a: float, b: float, p_range: tuple[float, float]) -> float:
+    """Mean confidence of the fixed=a surface minus the fixed=b surface over the mesh points with P in p_range."""
+    rows = surf[(surf.fixed == fixed) & surf.P.between(*p_range)]
+    return float(rows[rows.value == a].confidence.mean() - rows[rows.value == b].confidence.mean())
+
+
+# --- verdicts -------------------------------------------------------------------------------------------
+
+def verdict(effect: Optional[float], tolerance: float) -> str:
+    """"holds" if the effect is positive beyond the tolerance, "does not hold" if negative beyond it."""
+    if effect is None or not np.isfinite(effect) or abs(effect) <= tolerance:
+        return VERDICTS[2]
+    return VERDICTS[0] if effect > 0 else VERDICTS[1]
+
+
+def surface_claims(pdep: pd.DataFrame, surf: pd.DataFrame, tolerance: float = 0.01, low_p: float = 0.2,
+                   high_p: float = 0.8) -> list[dict]:
+    """The paper's readings of Fig. 9/10 against this classifier (confidence differences, tolerance as above).
+
+    - P dominates: P's partial-dependence range minus the larger of H's and d's.
+    - High H helps at low P: F(H=8) − F(H=1) over the fixed-H meshes with P ≤ low_p.
+    - Shallow helps at low P: F(d=1) − F(d=8) over the fixed-d meshes with P ≤ low_p.
+    - Depth matters less at high P: that gap at P ≤ low_p minus its size at P ≥ high_p.
+    """
+    r = pd_ranges(pdep)
+    h_lo, h_hi = min(FIXED["H"]), max(FIXED["H"])
+    d_lo, d_hi = min(FIXED["d"]), max(FIXED["d"])
+    low, high = (0.0, low_p), (high_p, 1.0)
+    h_gain = surface_gap(surf, "H", h_hi, h_lo, low)
+    d_low, d_high = surface_gap(surf, "d", d_lo, d_hi, low), surface_gap(surf, "d", d_lo, d_hi, high)
+    ranges = ", ".join(f"{f} {v:.3f}" for f, v in r.items())
+    return [
+        {"name": "joint probability P dominates the classifier (C2T Fig. 9/10)",
+         "paper": "P has the greatest impact; the fixed-P surfaces are widely spaced",
+         "ours": f"partial-dependence range of the confidence: {ranges}",
+         "verdict": verdict(r["P"] - max(r["H"], r["d"]), tolerance)},
+        {"name": "high entropy raises confidence at low P (C2T Fig. 10, fixed H)",
+         "paper": "at low P the high-entropy surface lies above the low-entropy ones",
+         "ours": f"F(H={h_hi:g}) − F(H={h_lo:g}) = {h_gain:+.3f} (mean over P ≤ {low_p:g}, d ∈ [0, 10])",
+         "verdict": verdict(h_gain, tolerance)},
+        {"name": "shallower depth raises confidence at low P (C2T Fig. 10, fixed d)",
+         "paper": "at low P the surfaces diverge, shallower depths higher",
+         "ours": f"F(d={d_lo:g}) − F(d={d_hi:g}) = {d_low:+.3f} (mean over P ≤ {low_p:g}, H ∈ [0, 10])",
+         "verdict": verdict(d_low, tolerance)},
+        {"name": "depth matters little at high P (C2T Fig. 10, fixed d)",
+         "paper": "the fixed-d surfaces coincide and flatten at high P",
+         "ours": f"|F(d={d_lo:g}) − F(d={d_hi:g})|: {abs(d_low):.3f} at P ≤ {low_p:g}, "
+                 f"{abs(d_high):.3f} at P ≥ {high_p:g}",
+         "verdict": verdict(abs(d_low) - abs(d_high), tolerance)},
+    ]
+
+
+def surface_numbers(scatter: pd.DataFrame, pdep: pd.DataFrame, surf: pd.DataFrame) -> dict:
+    """Key numbers for summary.json: output ranges, partial-dependence ranges, mean confidence per panel."""
+    panels = surf.assign(confidence=surf.confidence.astype(float)).groupby(["fixed", "value"]).confidence.agg(
+        ["mean", "min", "max"]).round(4)
+    return {"logit_range": [round(float(scatter.logit.min()), 4), round(float(scatter.logit.max()), 4)],
+            "confidence_range": [round(float(scatter.confidence.min()), 4), round(float(scatter.confidence.max()), 4)],
+            "pd_range": {f: round(v, 4) for f, v in pd_ranges(pdep).items()},
+            "surface_confidence": {f"{f}={v:g}": row.to_dict() for (f, v), row in panels.iterrows()}}
+
+
+def hand_set_classifier(w_p: float, w_h: float, w_d: float, bias: float = 0.0,
+                        features: Sequence[str] = ("P", "H", "d")) -> C2TClassifier:
+    """A classifier whose logit is exactly bias + w_P·P + w_H·H + w_d·d (one hidden ReLU unit per sign of
+    the linear form), for tests and for reading the verdicts on a known model."""
+    w = {"P": w_p, "H": w_h, "d": w_d}
+    model = C2TClassifier(tuple(features), hidden=2)
+    lin = torch.tensor([w[f] for f in model.features])
+    with torch.no_grad():
+        model.net[0].weight.copy_(torch.stack([lin, -lin]))
+        model.net[0].bias.zero_()
+        model.net[2].weight.copy_(torch.tensor([[1.0, -1.0]]))
+        model.net[2].bias.fill_(bias)
+    return model.eval()
+
+
+def logbook_tag(prompts: str) -> str:
+    """The logbook name of a prompt spec, as the strategy notebook names it ("mtbench:8+humaneval:8" →
+    "mtbench8_humaneval8"), so both notebooks share one logbook."""
+    return prompts.replace(":", "").replace("+", "_")
+
+
+def get_classifier(name: str, log_cfg, prompts: str, cfg: ClassifierTraining = ClassifierTraining()
+                   ) -> tuple[C2TClassifier, dict]:
+    """data/c2t/<name> when it exists; otherwise a classifier trained on the logbook of `prompts` under
+    `log_cfg` (a `LogConfig`): cached under `trained_name`, else trained now — logging first only if that
+    logbook is not on disk yet. Returns the model and where it came from."""
+    from spectree.prompts import parse_prompt_spec
+    from spectree.replay.logbook import logbook_dir, write_logbook
+
+    path, source = classifier_path(name), "shipped"
+    if not path.exists():
+        logdir = logbook_dir(log_cfg, logbook_tag(prompts))
+        path = classifier_path(trained_name(logdir, cfg))
+        source = f"trained earlier on {logdir.name} ({name} is missing)"
+        if not path.exists():
+            write_logbook(parse_prompt_spec(prompts), log_cfg, logbook_tag(prompts))  # resumable
+            path, _ = train_on_logbook(logdir, cfg)
+            source = f"trained now on {logdir.name} ({name} is missing)"
+    card_path = path.with_suffix(".json")
+    card = json.loads(card_path.read_text()) if card_path.exists() else {}
+    return load_classifier(path), {"classifier": path.stem, "source": source, "training_nodes": card.get("nodes"),
+                                   "training_positives": card.get("positives")}

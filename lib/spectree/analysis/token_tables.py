@@ -1,0 +1,148 @@
+"""The data behind the analysis notebooks (04–07): one shared logbook and, at a temperature T > 0, the draft
+and target distributions at T along the target's greedy output. Statistics live in `spectree.analysis`.
+
+The shared logbook (`ANALYSIS_TREE`) stores, at every position of the target's greedy output, the top-20
+children of the root and of every node of the draft's rank-0 chain down to depth 10: every rank 1..20 of
+C2T Fig. 2, the length-10 draft chain of EDD Fig. 3b, and nothing else, so it is cheap to log. Its folder is
+keyed by the config (`LogConfig.key`), so the four notebooks log it once and resume it after interruption.
+`logbook_tokens` turns it into the token table that `spectree.analysis` describes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from spectree.core.errors import SpectreeError
+from spectree.core.paths import data_dir
+from spectree.prompts import chat_ids, parse_prompt_spec
+from spectree.replay.logbook import LogConfig, LoggedPrompt, read_logbook, write_logbook
+
+TOKEN_COLUMNS = ("prompt", "dataset", "position", "depth", "rank", "token", "p", "joint", "entropy",
+                 "entropy_topm", "confidence", "accept", "target_prob", "examined", "chain")  # see spectree.analysis
+ANALYSIS_TREE = {"K": 20, "d_max": 10, "beam": 1, "b_env": 1, "d_env": 1}  # top-20 children, rank-0 chain only
+TOP_M = 1000  # C2T's top-M entropy, as in drafting
+
+
+def prompt_spec(dataset: str, n_prompts: int) -> str:
+    """'mtbench+humaneval', 40 → 'mtbench:40+humaneval:40'; parts that carry a count keep it
+    ('mtbench:8+sharegpt', 4 → 'mtbench:8+sharegpt:4')."""
+    if isinstance(n_prompts, bool) or not isinstance(n_prompts, int) or n_prompts < 1:
+        raise SpectreeError(f"n_prompts must be a positive integer, got {n_prompts!r}")
+    parts = [p.strip() for p in str(dataset).split("+")]
+    return "+".join(p if ":" in p else f"{p}:{n_prompts}" for p in parts)  # checked when it is parsed
+
+
+def analysis_logbook(pair: str, prompts: str, max_new_tokens: int, models: Any = None
+                     ) -> tuple[list[LoggedPrompt], Path]:
+    """The shared logbook of `prompts` (a prompt spec), logged if missing (resumable), and its folder."""
+    cfg = LogConfig(pair=pair, max_new_tokens=max_new_tokens, **ANALYSIS_TREE)
+    out = write_logbook(parse_prompt_spec(prompts), cfg, prompts.replace(":", "").replace("+", "_"), models=models)
+    return read_logbook(out), out
+
+
+def logbook_tokens(logbook: Sequence[LoggedPrompt]) -> pd.DataFrame:
+    """The draft tokens of a logbook (list of `LoggedPrompt`) that a greedy verifier examines (parent on the
+    target's greedy path) plus every node of the rank-0 chain (for path acceptance); root rows dropped."""
+    frames = []
+    for i, lp in enumerate(logbook):
+        if lp.nodes.empty:  # a generation that ended at once
+            continue
+        nd = lp.nodes.sort_values(["position", "node"], ignore_index=True)
+        par, node = nd.parents.to_numpy(), nd.node.to_numpy()
+        rank, depth = nd["rank"].to_numpy(), nd.depth.to_numpy()
+        row = np.arange(len(nd))
+        parent = np.where(par >= 0, row - node + par, 0)  # a position's nodes are rows start .. start + n - 1
+        chain = par < 0
+        for d in range(1, int(depth.max(initial=0)) + 1):  # parents precede children: fill depth by depth
+            at = depth == d
+            chain[at] = (rank[at] == 0) & chain[parent[at]]
+        examined = (par >= 0) & nd.on_path.to_numpy()[parent]
+        keep = (par >= 0) & (examined | chain)
+        frames.append(pd.DataFrame({
+            "prompt": i, "dataset": lp.prompt.dataset, "position": nd.position.to_numpy()[keep],
+            "depth": depth[keep], "rank": rank[keep], "token": nd.tokens.to_numpy()[keep],
+            "p": nd.draft_prob.to_numpy(np.float64)[keep], "joint": nd.joint.to_numpy(np.float64)[keep],
+            "entropy": nd.entropy.to_numpy(np.float64)[keep],
+            "entropy_topm": nd.entropy_topm.to_numpy(np.float64)[keep],
+            "confidence": nd.confidence.to_numpy(np.float64)[keep],
+            "accept": nd.on_path.to_numpy(np.float64)[keep],
+            "target_prob": nd.target_prob.to_numpy(np.float64)[keep],
+            "examined": examined[keep], "chain": chain[keep]}))
+    if not frames:
+        return pd.DataFrame(columns=list(TOKEN_COLUMNS))
+    return pd.concat(frames, ignore_index=True)
+
+
+@torch.inference_mode()
+def temperature_tokens(logbook: list[LoggedPrompt], pair: str, temperature: float, top: int = 20,
+                       models: Any = None) -> pd.DataFrame:
+    """Depth-1 token table at temperature T: at every logged position (context = the target's greedy output),
+    the top-`top` tokens x of the draft distribution D at T, with p = D(x), the target's T(x) at T and
+    accept = min(1, T(x) / D(x)), the probability that stochastic verification accepts x if it is drafted."""
+    from spectree.core.decode import walk_continuation
+    from spectree.core.sampling import entropy, topm_entropy
+    from spectree.drafts.pairs import load_pair
+
+    if not temperature > 0:
+        raise SpectreeError(f"temperature_tokens needs a temperature > 0, got {temperature}")
+    target, draft, tok = models or load_pair(pair)
+    frames = []
+    for i, lp in enumerate(logbook):
+        ids = chat_ids(tok, lp.prompt.text)
+        drafts, targets = [], []
+        for prefix, root_logits, _, target_logits in walk_continuation(target, draft, ids, lp.continuation, lp.n_valid):
+            drafts.append(root_logits.float().cpu())
+            targets.append(target_logits[prefix - 1])  # row prefix - 1 predicts the token at prefix
+        if not drafts:
+            continue
+        d_logits = torch.stack(drafts) / temperature  # [n, V]
+        d = torch.softmax(d_logits, dim=-1)
+        t = torch.softmax(torch.stack(targets).float() / temperature, dim=-1)
+        p, x = d.topk(top, dim=-1)  # [n, top]
+        tp = t.gather(-1, x)
+        n = len(drafts)
+        per_position = {"entropy": entropy(d), "entropy_topm": topm_entropy(d_logits, TOP_M), "confidence": p[:, 0]}
+        frames.append(pd.DataFrame({
+            "prompt": i, "dataset": lp.prompt.dataset, "position": np.repeat(np.arange(n), top), "depth": 1,
+            "rank": np.tile(np.arange(top), n), "token": x.flatten().numpy(),
+            "p": p.flatten().double().numpy(), "joint": p.flatten().double().numpy(),
+            **{k: np.repeat(v.double().numpy(), top) for k, v in per_position.items()},  # [n] → [n * top]
+            "accept": torch.clamp(tp / p, max=1.0).flatten().double().numpy(),
+            "target_prob": tp.flatten().double().numpy(), "examined": True,
+            "chain": np.tile(np.arange(top) == 0, n)}))
+    return pd.concat(frames, ignore_index=True) if frames else logbook_tokens([])
+
+
+def token_table(pair: str, prompts: str, max_new_tokens: int, temperature: float = 0.0, models: Any = None
+                ) -> tuple[pd.DataFrame, Path]:
+    """(token table, logbook folder): T = 0 → the logbook's tokens with greedy labels (all depths); T > 0 →
+    `temperature_tokens` (depth 1) along the same greedy output."""
+    if temperature < 0:
+        raise SpectreeError(f"temperature must be >= 0, got {temperature}")
+    logbook, folder = analysis_logbook(pair, prompts, max_new_tokens, models)
+    if temperature == 0:
+        return logbook_tokens(logbook), folder
+    return temperature_tokens(logbook, pair, temperature, ANALYSIS_TREE["K"], models), folder
+
+
+def c2t_classifier_confidence(tokens: pd.DataFrame, pair: str, folder: Optional[Path] = None
+                              ) -> tuple[Optional[np.ndarray], str]:
+    """C2T's classifier output F(P, H, d) for every row of a token table, from the shipped
+    data/c2t/<pair>.safetensors, else the newest data/c2t/<pair>-*.safetensors (else any classifier there).
+    Returns (confidences or None, the classifier's name or why there is none)."""
+    from spectree.strategies.c2t_classifier import FEATURES, load_classifier
+
+    folder = folder or data_dir() / "c2t"
+    shipped = folder / f"{pair}.safetensors"
+    files = sorted(folder.glob(f"{pair}-*.safetensors")) or sorted(folder.glob("*.safetensors"))
+    if not shipped.exists() and not files:
+        return None, f"no C2T classifier in {folder} (notebook 02_tree_strategies trains one)"
+    path = shipped if shipped.exists() else max(files, key=lambda f: f.stat().st_mtime)
+    model = load_classifier(path)
+    x = torch.tensor(tokens[[FEATURES[f] for f in model.features]].to_numpy(np.float32))
+    with torch.no_grad():
+        return torch.sigmoid(model(x)).numpy().astype(np.float64), path.stem

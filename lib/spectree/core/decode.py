@@ -1,0 +1,150 @@
+"""The one generation loop: prefill → draft tree → one target forward over the tree (ancestor mask,
+true positions, KV cache of the prefix) → verify → keep only the accepted path's KV → record stats.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+from transformers import PreTrainedModel
+
+from spectree.core.drafting import CachedLM, ModelDrafter
+from spectree.core.errors import SpectreeError
+from spectree.core.policy import Policy
+from spectree.core.sampling import Sampling
+from spectree.core.tree import DraftTree
+from spectree.core.verify import verify
+from spectree.strategies.chain import chain_policy
+
+
+@dataclass
+class StepStats:
+    tau: int  # tokens committed by this target forward (accepted + 1)
+    gamma: int  # draft tokens verified by this forward
+    draft_s: float  # drafting: draft model forwards + tree construction (+ advancing the draft's cache)
+    verify_s: float
+    tree_s: float = 0.0  # tree construction alone: candidate features and the policy's decisions
+    accepted: list[int] = field(default_factory=list)  # accepted node indices of the tree (root excluded)
+    tree: Optional[DraftTree] = None  # kept when asked (replay checks, figures)
+
+
+@dataclass
+class Generation:
+    tokens: list[int]  # new tokens only (prompt excluded), cut at max_new_tokens / after EOS
+    steps: list[StepStats] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def n_forwards(self) -> int:
+        return len(self.steps)
+
+    @property
+    def mean_tau(self) -> float:
+        return sum(s.tau for s in self.steps) / max(len(self.steps), 1)
+
+    @property
+    def mean_gamma(self) -> float:
+        return sum(s.gamma for s in self.steps) / max(len(self.steps), 1)
+
+
+@torch.inference_mode()
+def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
+                         policy: Policy, max_new_tokens: int, sampling: Sampling = Sampling(),
+                         eos_ids: tuple[int, ...] = (), generator: Optional[torch.Generator] = None,
+                         keep_trees: bool = False) -> Generation:
+    """Generate up to `max_new_tokens` after `prompt_ids` with draft trees grown by `policy`.
+
+    `draft` is a draft model (layer-skip, VDM) or a drafter (e.g. `EDDDrafter`); a policy with d_max = 0
+    needs none: that is plain autoregressive decoding through the same loop.
+    """
+    if max_new_tokens < 0:
+        raise SpectreeError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    start = time.perf_counter()
+    seq = list(prompt_ids)
+    drf = as_drafter(draft) if policy.d_max > 0 else None
+    hidden_layer = drf.hidden_layer if drf is not None and drf.needs_hidden else None
+    tgt = CachedLM(target)
+    out = tgt.feed_chain(torch.tensor(seq[:-1]), hidden_layer is not None, last_only=True)  # caches all but the root
+    root_logits = drf.start(seq, _hidden(out, hidden_layer, None)) if drf else None
+    gen = Generation(tokens=[])
+    tail = 1  # tokens committed by the last step (where a new EOS can be)
+    while len(gen.tokens) < max_new_tokens and not any(t in eos_ids for t in gen.tokens[-tail:]):
+        t0 = time.perf_counter()
+        model_s = drf.lm.forward_s if drf else 0.0
+        if drf:
+            tree = drf.draft(seq[-1], root_logits, len(seq), policy, sampling, generator)
+        else:
+            tree = DraftTree.root(seq[-1], len(seq))
+        t1 = time.perf_counter()
+        out = tgt.feed_tree(tree, torch.arange(len(tree)), hidden_layer is not None)
+        verdict = verify(tree, out.logits[0], sampling, generator)  # logits [n, V]
+        path = torch.tensor([0] + verdict.accepted)
+        tgt.keep_path(path)
+        new = verdict.new_tokens(tree)
+        t2 = time.perf_counter()
+        seq += new
+        gen.tokens += new
+        tail = len(new)
+        tree_s = (t1 - t0) - ((drf.lm.forward_s - model_s) if drf else 0.0)
+        gen.steps.append(StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, tree_s, verdict.accepted,
+                                   tree if keep_trees else None))
+        if drf and len(gen.tokens) < max_new_tokens:
+            root_logits = drf.advance(new, _hidden(out, hidden_layer, path))
+            gen.steps[-1].draft_s += time.perf_counter() - t2
+    gen.tokens = truncate(gen.tokens, max_new_tokens, eos_ids)
+    gen.wall_s = time.perf_counter() - start
+    return gen
+
+
+def greedy_continuation(target: PreTrainedModel, ids: list[int], max_new_tokens: int, extra: int,
+                        eos_ids: tuple[int, ...]) -> tuple[list[int], int]:
+    """The target's greedy continuation run `extra` tokens past the end (ignoring EOS, so every draft node
+    up to that depth has a label), and the length of the generation proper (cut at max / after EOS)."""
+    cont = speculative_generate(target, None, ids, chain_policy(0), max_new_tokens + extra).tokens
+    return cont, len(truncate(cont, max_new_tokens, eos_ids))
+
+
+@torch.inference_mode()
+def walk_continuation(target: PreTrainedModel, draft, ids: list[int], cont: list[int], n_valid: int):
+    """Move a drafter along a known continuation, one committed token per step (as logging needs).
+
+    Yields (prefix_len, root_logits [V], drafter, target_logits [T, V]) for every position of `cont` up to
+    n_valid, where the committed prefix is ids + cont[:position]; target_logits are teacher-forced over
+    ids + cont (row j predicts token j + 1).
+    """
+    drafter = as_drafter(draft)
+    layer = drafter.hidden_layer if drafter.needs_hidden else None
+    full = ids + cont
+    out = target(torch.tensor([full], device=target.device), output_hidden_states=layer is not None)
+    hidden = out.hidden_states[layer][0] if layer is not None else None  # [T, H]
+    logits = out.logits[0].float().cpu()
+    root_logits = drafter.start(ids, None if hidden is None else hidden[: len(ids) - 1])
+    for prefix in range(len(ids), len(ids) + n_valid):
+        yield prefix, root_logits, drafter, logits
+        root_logits = drafter.advance(full[prefix: prefix + 1], None if hidden is None else hidden[prefix - 1: prefix])
+
+
+def as_drafter(draft):
+    """A drafter object from a draft model (wrapped in `ModelDrafter`) or a drafter (returned as is)."""
+    if draft is None:
+        raise SpectreeError("this policy drafts tokens: pass a draft model")
+    return ModelDrafter(draft) if isinstance(draft, PreTrainedModel) else draft
+
+
+def _hidden(out, layer: Optional[int], rows: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The target's hidden states [k, H] of `layer` at `rows` of the last forward (all rows if None)."""
+    if layer is None:
+        return None
+    h = out.hidden_states[layer][0]
+    return h if rows is None else h[rows.to(h.device)]
+
+
+def truncate(tokens: list[int], max_new_tokens: int, eos_ids: tuple[int, ...]) -> list[int]:
+    """Cut at max_new_tokens and just after the first EOS, as HF `generate` does."""
+    tokens = tokens[:max_new_tokens]
+    for i, t in enumerate(tokens):
+        if t in eos_ids:
+            return tokens[: i + 1]
+    return tokens

@@ -1,0 +1,210 @@
+"""Growing a `DraftTree` layer by layer: the draft model scores a frontier with tree attention, each
+frontier node offers its top-K (greedy) or K sampled-without-replacement (stochastic) children with
+their features, and a policy (`spectree.strategies`) decides which to keep. Policies never touch a model.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+import torch
+from transformers import PreTrainedModel
+
+from spectree.core.errors import TreeTooLarge
+from spectree.core.policy import OPTIONAL_FEATURES, Policy
+from spectree.core.sampling import (
+    Sampling,
+    log_partition_and_entropy,
+    rank_in_row,
+    row_topk,
+    sample_without_replacement,
+    topm_entropy,
+)
+from spectree.core.tree import DraftTree, Nodes
+from spectree.core.treeattn import (
+    cache_len,
+    causal_allowed,
+    forward_with_mask,
+    keep_slots,
+    slab_cache,
+    tree_allowed,
+    truncate,
+)
+
+TOP_M = 1000  # C2T: entropy over the top-M probabilities
+
+
+class CachedLM:
+    """A causal LM plus the KV cache of the committed tokens it has been fed.
+
+    `committed` counts the cache slots holding committed tokens; tree nodes fed after them are
+    temporary until `rollback` (drop them) or `keep` (keep an accepted path).
+    """
+
+    def __init__(self, model: PreTrainedModel):
+        self.model = model
+        self.forward_s = 0.0  # wall time spent in model forwards (the rest of drafting is tree construction)
+        self.reset()
+
+    def _forward(self, inputs, positions, allowed, output_hidden_states, last_only=False):
+        t0 = time.perf_counter()
+        out = forward_with_mask(self.model, self.cache, inputs, positions, allowed, output_hidden_states, last_only)
+        self.forward_s += time.perf_counter() - t0
+        return out
+
+    def reset(self) -> None:
+        self.cache = slab_cache(self.model.config)
+        self.committed = 0
+        self.slots: Optional[torch.Tensor] = None
+
+    def feed_chain(self, tokens: torch.Tensor, output_hidden_states: bool = False, last_only: bool = False):
+        """Append committed entries (token ids [k] or embeddings [k, H]), causally; returns the model
+        output (logits [1, k, V]; [1, 1, V], the last entry's, when `last_only`)."""
+        k = int(tokens.shape[0])
+        out = self._forward(tokens, self.committed + torch.arange(k), causal_allowed(cache_len(self.cache), k),
+                            output_hidden_states, last_only)
+        self.committed += k
+        return out
+
+    def feed_tree(self, tree: DraftTree, nodes: torch.Tensor, output_hidden_states: bool = False):
+        """Feed tree nodes [m] (their ancestors already fed or committed) with the ancestor mask."""
+        n, start, m = len(tree), cache_len(self.cache), int(nodes.shape[0])
+        if self.slots is None:
+            self.slots = torch.full((n,), -1, dtype=torch.long)
+        elif len(self.slots) < n:
+            self.slots = torch.cat([self.slots, torch.full((n - len(self.slots),), -1, dtype=torch.long)])
+        self.slots[nodes] = start + torch.arange(m)
+        allowed = tree_allowed(tree.ancestor_mask()[nodes], self.committed, self.slots, start + m)
+        return self._forward(tree.tokens[nodes], tree.position_ids()[nodes], allowed, output_hidden_states)
+
+    def rollback(self) -> None:
+        """Forget every tree node fed since the last commit."""
+        truncate(self.cache, self.committed)
+        self.slots = None
+
+    def keep_path(self, path: torch.Tensor) -> None:
+        """Commit the tree nodes `path` (already fed, in order) and drop the other tree nodes."""
+        keep_slots(self.cache, self.committed, self.slots[path])
+        self.committed += int(path.shape[0])
+        self.slots = None
+
+
+def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tensor, k: int,
+                     sampling: Sampling, generator: Optional[torch.Generator],
+                     features: frozenset = OPTIONAL_FEATURES, kept: Optional[torch.Tensor] = None
+                     ) -> tuple[Nodes, torch.Tensor]:
+    """Up to k children per frontier node, with features from the raw (T = 1) draft distribution.
+
+    frontier: [f] node indices; logits: [f, V] draft logits at those nodes.
+    Greedy: the top-k tokens. Stochastic: k tokens sampled without replacement from the warped
+    distribution (`sample_without_replacement`), in sample order — the order multi-branch verification replays.
+    The optional features (top-M entropy: a top-1000 sort per row; full entropy: two passes over the vocabulary;
+    a sampled token's rank in its row) are computed only if named in `features` (those the policy reads);
+    one not computed is NaN (rank: -1). `kept`: ≥ TOP_M column ids that hold every row's top M (a reduced
+    draft head's tokens, see `draft_tree`), so the top-M entropy sorts only them — ~6× less for 8,192 of
+    49,152. Returns (candidates with `parents` = frontier node indices, warped distributions [f, V], None
+    when greedy).
+    """
+    logits = logits.float().cpu()  # tree bookkeeping lives on the CPU
+    f = logits.shape[0]
+    top_logit = logits.amax(-1)  # [f], shared by log Z, the warped distribution and the confidence
+    log_z, ent = log_partition_and_entropy(logits, top_logit, "entropy" in features)  # [f], [f]
+    if "entropy_topm" in features:
+        ent_topm = topm_entropy(logits if kept is None else logits[:, kept], TOP_M)
+    else:
+        ent_topm = torch.full_like(ent, float("nan"))
+    if sampling.greedy:
+        warped = None
+        top, tok = row_topk(logits, k)  # [f, k]
+        rank = torch.arange(k).expand(f, k)
+    else:
+        warped = sampling.probs(logits, top_logit)
+        tok, drawn = sample_without_replacement(warped, k, generator)  # [f, k] in sample order
+        top = logits.gather(-1, tok)
+        rank = rank_in_row(logits, top) if "rank" in features else torch.full_like(tok, -1)
+    p = torch.exp(top - log_z[:, None])  # [f, k] raw (T = 1) probabilities
+    confidence = torch.exp(top_logit - log_z)  # [f] the top token's
+    parent = frontier[:, None].expand(f, k)
+    cand = Nodes(tokens=tok.flatten(), parents=parent.flatten(), depth=(tree.depth[parent] + 1).flatten(),
+                 draft_prob=p.flatten(), joint=(tree.joint[parent] * p).flatten(),
+                 entropy=ent[:, None].expand(f, k).flatten(),
+                 entropy_topm=ent_topm[:, None].expand(f, k).flatten(),
+                 rank=rank.flatten(), confidence=confidence[:, None].expand(f, k).flatten())
+    if not sampling.greedy:  # a row with fewer than k tokens of positive probability offers fewer children
+        cand = cand.take(drawn.flatten())
+    return cand, warped
+
+
+Offer = Callable[[DraftTree, torch.Tensor], Nodes]  # (tree, frontier [f]) → candidate children
+
+
+def grow_tree(tree: DraftTree, policy: Policy, offer: Offer) -> DraftTree:
+    """The layer loop shared by live drafting and replay: offer children of the frontier, let the
+    policy keep some and choose which to expand, repeat up to d_max. The caller applies
+    `policy.finalize` (after attaching anything indexed by the unpruned tree)."""
+    frontier = torch.tensor([0])
+    for _ in range(policy.d_max):
+        cand = offer(tree, frontier)
+        keep = policy.select(cand, tree)
+        if not bool(keep.any()):
+            break
+        new = tree.add(cand.take(keep))
+        frontier = new[policy.expand(tree, new)]
+        if len(frontier) == 0:
+            break
+    return tree
+
+
+def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,
+               sampling: Sampling, generator: Optional[torch.Generator] = None) -> DraftTree:
+    """Grow one draft tree under `policy` with the draft model (root = last committed token, root_logits: [V])."""
+    expanded: list[tuple[torch.Tensor, torch.Tensor]] = []  # (frontier [f], warped draft dists [f, V]) per layer
+    kept = getattr(drafter.model.lm_head, "kept_ids", None)  # a reduced head's tokens: every other logit is lower
+    kept = kept.cpu() if kept is not None and len(kept) >= TOP_M else None
+
+    def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
+        if policy.max_nodes is not None and len(tree) + len(frontier) * policy.K > policy.max_nodes:
+            raise TreeTooLarge(f"{policy.name}: the next layer would offer {len(frontier) * policy.K} candidates on "
+                               f"top of {len(tree)} nodes (limit {policy.max_nodes}); the draft is too uncertain for it")
+        is_root = len(tree) == 1
+        logits = root_logits[None] if is_root else drafter.feed_tree(tree, frontier).logits[0]  # [f, V]
+        cand, warped = child_candidates(tree, frontier, logits, policy.width(tree, frontier), sampling, generator,
+                                        policy.features, kept)
+        if not sampling.greedy:
+            expanded.append((frontier, warped))
+        return cand
+
+    tree = grow_tree(DraftTree.root(root_token, prefix_len), policy, offer)
+    drafter.rollback()
+    if expanded:  # rows only for the expanded nodes
+        tree.dists = torch.cat([warped for _, warped in expanded])  # [m, V]
+        tree.dist_row = torch.full((len(tree),), -1, dtype=torch.long)
+        tree.dist_row[torch.cat([frontier for frontier, _ in expanded])] = torch.arange(len(tree.dists))
+    return tree.subtree(policy.finalize(tree))
+
+
+def draft_model(draft) -> PreTrainedModel:
+    """The model inside a drafter (EDD's, a `ModelDrafter`'s), or the draft model itself."""
+    return getattr(getattr(draft, "lm", None), "model", draft)
+
+
+class ModelDrafter:
+    """A standalone draft LM (layer-skip, VDM): its cache holds the committed tokens, root included."""
+
+    needs_hidden = False  # this draft does not read the target's hidden states
+
+    def __init__(self, model: PreTrainedModel):
+        self.lm = CachedLM(model)
+
+    def start(self, prompt_ids: list[int], hidden: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Prefill the prompt; returns the draft logits [V] at the root (the prompt's last token)."""
+        self.lm.reset()
+        return self.lm.feed_chain(torch.tensor(prompt_ids), last_only=True).logits[0, -1]
+
+    def advance(self, new_tokens: list[int], hidden: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Commit the tokens of the last step (accepted + bonus); returns the logits [V] at the new root."""
+        return self.lm.feed_chain(torch.tensor(new_tokens), last_only=True).logits[0, -1]
+
+    def draft(self, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,
+              sampling: Sampling, generator: Optional[torch.Generator] = None) -> DraftTree:
+        return draft_tree(self.lm, root_token, root_logits, prefix_len, policy, sampling, generator)

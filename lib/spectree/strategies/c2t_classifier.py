@@ -1,0 +1,155 @@
+"""C2T's node classifier: a two-layer FFN over (joint probability P, entropy H, depth d) that predicts
+whether the target will accept a draft node (C2T §4.2, trained on logged full trees).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+import torch
+from safetensors.torch import load_file, save
+from torch import nn
+
+from spectree.core.errors import SpectreeError
+from spectree.core.paths import atomic_write_bytes, atomic_write_text
+from spectree.core.tree import Nodes
+
+FEATURES = {"P": "joint", "H": "entropy_topm", "d": "depth"}  # C2T's names → node columns
+
+
+class C2TClassifier(nn.Module):
+    """F(P, H, d) = sigmoid(W2 · relu(W1 · x)), hidden size 48 by default."""
+
+    def __init__(self, features: tuple[str, ...] = ("P", "H", "d"), hidden: int = 48):
+        super().__init__()
+        unknown = set(features) - set(FEATURES)
+        if unknown or not features:
+            raise SpectreeError(f"C2T features must be a non-empty subset of {sorted(FEATURES)}, got {features}")
+        self.features, self.hidden = tuple(features), hidden
+        self.net = nn.Sequential(nn.Linear(len(features), hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+    def inputs(self, nodes: Nodes) -> torch.Tensor:
+        """[n, len(features)] float features of the nodes."""
+        return torch.stack([getattr(nodes, FEATURES[f]).float() for f in self.features], dim=-1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).squeeze(-1)  # logits
+
+    @torch.no_grad()
+    def confidence(self, nodes: Nodes) -> torch.Tensor:
+        """[n] the classifier's confidence C in [0, 1] that each node is accepted."""
+        return torch.sigmoid(self(self.inputs(nodes)))
+
+
+@dataclass(frozen=True)
+class ClassifierTraining:
+    features: tuple[str, ...] = ("P", "H", "d")
+    hidden: int = 48
+    epochs: int = 10
+    lr: float = 1e-3
+    batch: int = 256
+    negatives_per_positive: float = 3.0  # negative sampling: rejected nodes kept per accepted node
+    seed: int = 0
+
+
+def node_table(logbooks: list) -> pd.DataFrame:
+    """All non-root logged nodes of the given LoggedPrompts, with the `on_path` label."""
+    frames = [lp.nodes[lp.nodes.node > 0] for lp in logbooks]
+    return pd.concat(frames, ignore_index=True)
+
+
+def nodes_from_table(df: pd.DataFrame) -> Nodes:
+    """Logged node rows (a DataFrame) as `Nodes` columns."""
+    from spectree.core.tree import NODE_FIELDS
+
+    return Nodes.from_columns({f: df[f].to_numpy() for f in NODE_FIELDS})
+
+
+def train_classifier(train: pd.DataFrame, valid: pd.DataFrame, cfg: ClassifierTraining = ClassifierTraining()
+                     ) -> tuple[C2TClassifier, pd.DataFrame]:
+    """Train on logged nodes (negative sampling, Adam, BCE); after every epoch measure recall and positive
+    rate at threshold 0.5 on `valid`, and keep the epoch with the best recall, then the lowest positive
+    rate (C2T's selection rule). Returns the chosen model and the per-epoch table."""
+    rng = np.random.default_rng(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    pos, neg = train[train.on_path], train[~train.on_path]
+    n_neg = min(len(neg), int(cfg.negatives_per_positive * max(len(pos), 1)))
+    model = C2TClassifier(cfg.features, cfg.hidden)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    loss_fn = nn.BCEWithLogitsLoss()
+    vx, vy = model.inputs(nodes_from_table(valid)), torch.tensor(valid.on_path.to_numpy(), dtype=torch.bool)
+    history, best, best_key = [], None, None
+    for epoch in range(cfg.epochs):
+        sample = pd.concat([pos, neg.iloc[rng.choice(len(neg), n_neg, replace=False)]]) if len(neg) else pos
+        x = model.inputs(nodes_from_table(sample))
+        y = torch.tensor(sample.on_path.to_numpy(), dtype=torch.float32)
+        order = torch.randperm(len(y))
+        model.train()
+        for i in range(0, len(y), cfg.batch):
+            idx = order[i:i + cfg.batch]
+            loss = loss_fn(model(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            pred = torch.sigmoid(model(vx)) > 0.5
+        recall = float((pred & vy).sum() / max(int(vy.sum()), 1))
+        positive_rate = float(pred.float().mean())
+        history.append({"epoch": epoch + 1, "loss": loss.item(), "recall": recall, "positive_rate": positive_rate})
+        key = (recall, -positive_rate)
+        if best_key is None or key > best_key:
+            best_key, best = key, {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best)
+    return model.eval(), pd.DataFrame(history)
+
+
+def save_classifier(model: C2TClassifier, path: Path, card: Optional[dict] = None) -> None:
+    payload = save({k: v.contiguous() for k, v in model.state_dict().items()},
+                   metadata={"features": ",".join(model.features), "hidden": str(model.hidden)})
+    atomic_write_bytes(path, payload)
+    if card is not None:
+        atomic_write_text(path.with_suffix(".json"), json.dumps(card, indent=1, default=str))
+
+
+def fit_and_save(train: list, valid: Optional[list], path: Path, cfg: ClassifierTraining = ClassifierTraining(),
+                 card: Optional[dict] = None, valid_share: float = 0.2) -> tuple[Path, pd.DataFrame]:
+    """Train the classifier on the nodes of the logged prompts `train` (`valid` picks the epoch; None → a
+    random `valid_share` of the training nodes) and save it at `path` with a card; returns (path, per-epoch table)."""
+    table = node_table(train)
+    if valid is None:
+        held = np.random.default_rng(cfg.seed).random(len(table)) < valid_share
+        table, valid_table = table[~held], table[held]
+    else:
+        valid_table = node_table(valid)
+    model, history = train_classifier(table, valid_table, cfg)
+    save_classifier(model, path, card={**(card or {}), "prompts": [lp.prompt.key for lp in train],
+                                       "nodes": len(table), "positives": int(table.on_path.sum()),
+                                       "training": asdict(cfg), "history": history.to_dict("records")})
+    return path, history
+
+
+def load_classifier(path: Path) -> C2TClassifier:
+    from spectree.drafts.pairs import check_safetensors
+
+    if not path.exists():
+        raise SpectreeError(f"C2T classifier {path} is missing: train it (see README, C2T)")
+    check_safetensors(path)
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+    try:
+        model = C2TClassifier(tuple(meta["features"].split(",")), int(meta["hidden"]))
+        model.load_state_dict(load_file(str(path)))
+    except (KeyError, RuntimeError) as err:
+        raise SpectreeError(f"{path} is not a C2T classifier checkpoint ({err})") from err
+    return model.eval()
+
+
+__all__ = ["C2TClassifier", "ClassifierTraining", "train_classifier", "save_classifier", "load_classifier",
+           "node_table"]

@@ -1,9 +1,13 @@
 """Small builders shared by the tests."""
 from __future__ import annotations
 
+from typing import Callable, Optional
+
+import numpy as np
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from spectree.core.policy import Growth, NodeTable, Rows, grow
 from spectree.core.tree import DraftTree, Nodes
 
 #        0
@@ -31,3 +35,49 @@ def tiny_llama(seed: int = 0, layers: int = 2, vocab: int = 97) -> LlamaForCausa
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
     cfg._attn_implementation = "sdpa"
     return LlamaForCausalLM(cfg).eval()
+
+
+# --- policies on hand-made nodes (the same `Rows` view live drafting and replay give them) ---------------------
+
+def _table(tree: DraftTree) -> NodeTable:
+    return NodeTable({f: t.numpy().copy() for f, t in tree.columns().items()}, np.zeros(len(tree), dtype=np.int64), 1)
+
+
+def select_on(policy, cand: Nodes, tree: Optional[DraftTree] = None) -> np.ndarray:
+    """`policy.select` on hand-made candidates, children of the nodes of `tree` (default: a bare root)."""
+    table = _table(tree if tree is not None else DraftTree.root(0, 5))
+    kept = np.ones(len(table), dtype=bool)
+    rows = table.append({f: t.numpy() for f, t in cand.columns().items()})
+    growth = Growth(table, grown=kept)
+    growth.fit()
+    return policy.select(Rows(growth, rows), growth.rows(growth.grown))
+
+
+def expand_on(policy, tree: DraftTree, new: torch.Tensor) -> np.ndarray:
+    """`policy.expand` on the nodes `new` of a hand-made tree."""
+    growth = Growth(_table(tree), grown=np.ones(len(tree), dtype=bool))
+    return policy.expand(Rows(growth, new.numpy()), growth.rows(growth.grown))
+
+
+def finalize_on(policy, tree: DraftTree) -> np.ndarray:
+    """`policy.finalize` on a hand-made tree."""
+    growth = Growth(_table(tree), grown=np.ones(len(tree), dtype=bool))
+    return policy.finalize(growth.rows(growth.grown))
+
+
+Offer = Callable[[DraftTree, torch.Tensor], Nodes]  # (every row so far, frontier [f]) → candidate children
+
+
+def grow_offline(policy, offer: Offer, root: Optional[DraftTree] = None) -> DraftTree:
+    """The tree `policy` grows (through the real `core.policy.grow`) when `offer` proposes the children."""
+    table = _table(root if root is not None else DraftTree.root(0, 5))
+
+    def every_row() -> DraftTree:
+        return DraftTree(**{f: torch.from_numpy(c) for f, c in table.cols.items()}, prefix_len=5)
+
+    def propose(frontier: Rows) -> np.ndarray:
+        cand = offer(every_row(), torch.from_numpy(frontier.idx))
+        return table.append({f: t.numpy() for f, t in cand.columns().items()})
+
+    growth = grow(table, policy, propose)
+    return every_row().subtree(torch.from_numpy(growth.kept))

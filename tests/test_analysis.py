@@ -178,7 +178,7 @@ def test_analysis_prefers_the_shipped_classifier_over_newer_notebook_ones(tmp_pa
     import torch
 
     from spectree.analysis.token_tables import c2t_classifier_confidence
-    from spectree.strategies.c2t_classifier import C2TClassifier, save_classifier
+    from spectree.strategies.c2t import C2TClassifier, save_classifier
 
     torch.manual_seed(0)
     rows = pd.DataFrame({"joint": [0.5], "entropy": [1.0], "entropy_topm": [1.0], "depth": [1]})

@@ -42,11 +42,17 @@ def test_timings_taken_under_contention_are_not_trusted_from_the_cache(tmp_path,
     assert remeasured.sizes == [1, 4] and json.loads(path.read_text())["sizes"] == [1, 4]
 
 
-def test_pct_specs_without_a_ratio_get_the_measured_one():
-    from spectree.speed.costmodel import bare_pct, with_measured_pct_ratio
+def test_pct_without_a_ratio_takes_the_measured_one_and_nothing_else_changes():
+    from spectree.speed.costmodel import calibrate
     from spectree.strategies import parse_strategy
 
-    assert [bare_pct(s) for s in ("pct", "pct:k=4", "pct:ratio=0.2", "ar")] == [True, True, False, False]
-    specs = with_measured_pct_ratio(["ar", "pct", "pct:k=4", "pct:ratio=0.2", "chain:k=3"], 0.1634)
-    assert specs == ["ar", "pct:ratio=0.163", "pct:k=4,ratio=0.163", "pct:ratio=0.2", "chain:k=3"]
-    assert parse_strategy(specs[2]).ratio == 0.163
+    specs = ["ar", "pct", "pct:k=4", "pct:ratio=0.2", "chain:k=3"]
+    policies = {s: parse_strategy(s) for s in specs}
+    assert [p.needs_calibration for p in policies.values()] == [False, True, True, False, False]
+    measured = CostModel("m", 8, [1, 4], [0.04, 0.05], [0.006, 0.007])
+    out = calibrate(policies, lambda: measured)
+    assert [p.spec for p in out.values()] == ["chain:k=0", "pct:ratio=0.15", "pct:ratio=0.15,k=4", "pct:ratio=0.2",
+                                              "chain:k=3"]
+    assert out["ar"] is policies["ar"]
+    untouched = {s: policies[s] for s in ("ar", "pct:ratio=0.2")}
+    assert calibrate(untouched, lambda: pytest.fail("the cost model is read only when a policy needs it")) == untouched

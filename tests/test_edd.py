@@ -10,7 +10,7 @@ from spectree.drafts.edd import (
     one_layer_draft,
     reduce_vocab,
 )
-from spectree.strategies import chain_policy, kary_policy
+from spectree.strategies import Chain, Kary
 
 
 def test_dual_block_mask_matches_the_paper_with_block_length_2():
@@ -63,7 +63,7 @@ def test_greedy_decoding_with_edd_matches_autoregressive(tiny_target, reduced):
     with torch.inference_mode():
         ref = tiny_target.generate(torch.tensor([ids]), max_new_tokens=30, do_sample=False,
                                    eos_token_id=None, pad_token_id=0)[0, len(ids):].tolist()
-    for policy in (chain_policy(4), kary_policy(2, 3)):
+    for policy in (Chain(k=4), Kary(b=2, d=3)):
         out = speculative_generate(tiny_target, drafter, ids, policy, 30)
         assert out.tokens == ref and len(out.tokens) == len(ref)
 
@@ -96,7 +96,7 @@ def test_chain_tau_from_forced_agreement_equals_live_chain_decoding(tiny_target)
     ids = [2, 40, 41, 42]
     for draft in (tiny_llama(seed=1, layers=1), EDDDrafter(one_layer_draft(tiny_target), hidden_layer=2)):
         agree = forced_chain_agreement(tiny_target, draft, ids, 30, depth=4, eos_ids=())
-        live = speculative_generate(tiny_target, draft, ids, chain_policy(4), 30)
+        live = speculative_generate(tiny_target, draft, ids, Chain(k=4), 30)
         assert chain_taus(agree, 4) == [s.tau for s in live.steps]
     perfect = forced_chain_agreement(tiny_target, tiny_target, ids, 12, depth=3, eos_ids=())
     assert perfect.all()

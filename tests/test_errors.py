@@ -14,7 +14,7 @@ from spectree.drafts.pairs import (
     packaged_gguf_path,
 )
 from spectree.replay.logbook import LogConfig
-from spectree.strategies import make_policy, parse_strategy
+from spectree.strategies import parse_strategy
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -104,8 +104,8 @@ def test_target_plus_draft_names_a_pair():
 
 
 def test_policy_registry_validates_before_building():
-    with pytest.raises(SpectreeError):
-        make_policy("kary", b=2, depth=3)
+    with pytest.raises(SpectreeError, match="has no parameter"):
+        parse_strategy("kary:b=2,depth=3")
 
 
 def test_corrupt_logbook_file_is_reported(tmp_path):

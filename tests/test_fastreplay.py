@@ -1,24 +1,16 @@
-"""Vectorised replay equals the layer-loop replay, policy by policy, on a tiny-model logbook."""
+"""Replay over a `Forest` (every logged tree at once): the per-group selections it relies on, the node table,
+and the one clear error where a logbook cannot replay a policy."""
 import numpy as np
 import pytest
-import torch
 from helpers import tiny_llama
-from test_strategies import SPECS
 
 from spectree.core.errors import SpectreeError
+from spectree.core.groups import kth_largest, rank_in_group, smallest_in_runs, top_in_groups
 from spectree.prompts import Prompt
-from spectree.replay.forest import (
-    Forest,
-    fast_replay,
-    rank_in_group,
-    smallest_in_runs,
-    vectorised_select,
-)
+from spectree.replay.forest import Forest, tile
 from spectree.replay.logbook import LogConfig, log_prompt
 from spectree.replay.replay import replay
 from spectree.strategies import parse_strategy
-from spectree.strategies.c2t import C2TPolicy
-from spectree.strategies.c2t_classifier import C2TClassifier
 
 
 class Template:
@@ -37,32 +29,24 @@ def logbook(tiny_target):
             for i, ids in enumerate([[3, 14, 15, 92, 65], [2, 71, 82, 81], [5, 5, 6]])]
 
 
-def c2t(beta: float, topk: int) -> C2TPolicy:
-    torch.manual_seed(0)
-    return C2TPolicy(K=4, d_max=4, beta=beta, topk=topk, classifier=C2TClassifier().eval())
+def test_replay_of_many_prompts_equals_replay_of_each(logbook):
+    """Trees of different prompts never interact: grown together they give what each gives alone."""
+    for spec in ("eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4", "sequoia:n=6,p=0.6/0.2/0.1"):
+        policy = parse_strategy(spec)
+        together = replay(logbook, policy)
+        alone = [replay([lp], policy) for lp in logbook]
+        assert together.tau.tolist() == [t for steps in alone for t in steps.tau], spec
+        assert together.gamma.tolist() == [g for steps in alone for g in steps.gamma], spec
 
 
-POLICIES = [pytest.param(lambda s=s: parse_strategy(s), id=s) for s in SPECS] + [
-    pytest.param(lambda: c2t(0.3, 0), id="c2t-b0.3"), pytest.param(lambda: c2t(0.45, 3), id="c2t-b0.45-top3")]
-
-
-@pytest.mark.parametrize("make", POLICIES)
-def test_fast_replay_equals_replay(logbook, make):
-    policy = make()
-    fast, slow = fast_replay(logbook, policy), replay(logbook, policy)
-    assert fast.to_dict("list") == slow.to_dict("list")
-
-
-def test_the_policies_of_the_papers_are_vectorised():
-    for spec in ("chain:k=4,stop=dyjoint,threshold=0.08", "kary:b=2,d=4", "eagle2", "dyspec:m=32", "pct", "cape",
-                 "entropy:d=4", "dyspec_threshold"):
-        assert vectorised_select(parse_strategy(spec)) is not None, spec
-    assert vectorised_select(c2t(0.5, 0)) is not None
-
-
-def test_unlogged_nodes_give_the_same_error(logbook):
+def test_unlogged_nodes_give_one_clear_error(logbook):
     with pytest.raises(SpectreeError, match="log with larger"):
-        fast_replay(logbook, parse_strategy("kary:b=8,d=2"))
+        replay(logbook, parse_strategy("kary:b=8,d=2"))
+    narrow = LogConfig(max_new_tokens=8, K=4, d_max=3, beam=1, b_env=1, d_env=1)  # only the chain is expanded
+    lp = log_prompt(tiny_llama(0, layers=3), tiny_llama(seed=1, layers=1), Template([3, 4, 5]),
+                    Prompt("toy", "9", "c", "x"), narrow, eos_ids=())
+    with pytest.raises(SpectreeError, match="was not expanded in the logbook"):
+        replay([lp], parse_strategy("kary:b=2,d=3"))
 
 
 def test_rank_in_group():
@@ -79,8 +63,25 @@ def test_smallest_in_runs_equals_ranking_with_ties_in_input_order(n):
     assert smallest_in_runs(group[:0], key[:0], n).shape == (0,)
 
 
+def test_top_in_groups_breaks_ties_towards_shallower_nodes_and_takes_a_count_per_row():
+    group, depth = np.array([0, 0, 0, 1, 1]), np.array([2, 1, 1, 0, 1])
+    key = np.array([0.5, 0.5, 0.2, 0.9, 0.9])
+    assert top_in_groups(group, key, 1, depth).tolist() == [False, True, False, True, False]
+    assert top_in_groups(group, key, np.array([2, 2, 2, 0, 0]), depth).tolist() == [True, True, False, False, False]
+
+
+def test_kth_largest_per_group():
+    bar = kth_largest(np.array([0, 0, 0, 2]), np.array([0.1, 0.7, 0.4, 0.3]), 2, 3)
+    assert bar.tolist() == [0.4, -np.inf, -np.inf]
+
+
 def test_forest_indexes_every_logged_tree(logbook):
     f = Forest.of(logbook)
     assert f.n_trees == sum(lp.nodes.position.nunique() for lp in logbook)
     kids = f.cols["parents"] >= 0
     assert (f.tree[f.cols["parents"][kids]] == f.tree[kids]).all()
+
+
+def test_tile_repeats_the_logbook_to_the_asked_size(logbook):
+    big = tile(logbook, 500)
+    assert sum(lp.nodes.position.nunique() for lp in big) >= 500 and len({lp.prompt.id for lp in big}) == len(big)

@@ -81,20 +81,16 @@ def lab(tmp_path):
 def replay_numbers(params: dict, beta: float) -> dict:
     """τ and γ per target forward of C2T at this β on the notebook's logbook, as the explorer formats them."""
     from spectree.analysis.surfaces import logbook_tag
-    from spectree.core.paths import data_dir
-    from spectree.replay.forest import fast_replay
     from spectree.replay.logbook import LogConfig, logbook_dir, read_logbook
-    from spectree.replay.replay import summarize
-    from spectree.strategies.c2t import C2TPolicy
-    from spectree.strategies.c2t_classifier import load_classifier
+    from spectree.replay.replay import replay, summarize
+    from spectree.strategies import C2T
 
     cfg = LogConfig(pair=params["pair"], max_new_tokens=params["max_new_tokens"],
                     **{k: params[k] for k in ("K", "d_max", "beam", "b_env", "d_env")})
     logbook = read_logbook(logbook_dir(cfg, logbook_tag(params["prompts"])))
-    classifier = load_classifier(data_dir() / "c2t" / "smollm2-edd.safetensors")
-    policy = C2TPolicy(K=min(10, params["K"]), d_max=min(params["depth"], params["d_max"]), beta=beta, topk=0,
-                       classifier=classifier)
-    s = summarize(fast_replay(logbook, policy))
+    policy = C2T(K=min(10, params["K"]), d_max=min(params["depth"], params["d_max"]), beta=beta, topk=0,
+                 classifier="smollm2-edd")
+    s = summarize(replay(logbook, policy))
     return {"tau": f"{s['tau']:.3f}", "gamma": f"{s['gamma']:.2f}"}
 
 

@@ -6,7 +6,7 @@ from spectree.core.decode import speculative_generate
 from spectree.core.drafting import CachedLM
 from spectree.prompts import chat_ids, load_prompts
 from spectree.replay.logbook import LogConfig, read_logbook, write_logbook
-from spectree.replay.replay import replay_prompt
+from spectree.replay.replay import replay
 from spectree.speed.bench import HF, find_mismatches, run_strategies
 from spectree.strategies import parse_strategy
 
@@ -74,7 +74,7 @@ def assert_replay_equals_live(pair, cfg: LogConfig, specs: list[str], out) -> No
         for lp, prompt in zip(logbook, prompts):
             live = speculative_generate(target, draft, chat_ids(tok, prompt.text), policy, cfg.max_new_tokens,
                                         eos_ids=(tok.eos_token_id,))
-            steps = replay_prompt(lp, policy)
+            steps = replay([lp], policy)
             assert steps.tau.tolist() == [s.tau for s in live.steps], (spec, prompt.key)
             assert steps.gamma.tolist() == [s.gamma for s in live.steps], (spec, prompt.key)
             assert live.tokens == lp.continuation[: lp.n_valid]

@@ -5,7 +5,7 @@ the context tuple (seeded hash -> random logits). D is deliberately unlike T and
 one token per context; at the first position that is the target's second most likely token (about a quarter
 of the mass), which only a bonus drawn from the residual can commit.
 
-One decoding step from a context is the real pipeline: `grow_tree` with a k-ary policy whose offer calls the
+One decoding step from a context is the real pipeline: `core.policy.grow` with a k-ary policy whose offer calls the
 real `child_candidates` (K children per node sampled without replacement from the warped draft
 distribution by `sample_without_replacement`), the tree's draft distributions (`dists`, `dist_row`) as
 `draft_tree` fills them, the target's warped distributions at
@@ -13,7 +13,7 @@ every node (`Sampling.probs`), then the real `verify_multibranch`. Steps repeat 
 committed; the first two committed tokens must follow the exact target joint T(x1 | c0) T(x2 | c0 + x1).
 
 Speed: 200k samples of Python-level tree code per configuration. Trees are drafted as a *forest* (one root
-per sample, every layer of every tree in one `child_candidates` call, still through the real `grow_tree`),
+per sample, every layer of every tree in one `child_candidates` call, still through the real `grow`),
 split into one `DraftTree` per sample, and each tree goes through `verify_multibranch` on its own.
 The toy distributions are tabulated once per context (lru_cache; there are only ~1.5k contexts).
 """
@@ -30,13 +30,13 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from spectree.core.drafting import child_candidates, grow_tree
-from spectree.core.policy import Policy
+from spectree.core.drafting import child_candidates
+from spectree.core.policy import NodeTable, Policy, Rows, grow
 from spectree.core.sampling import Sampling
-from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
+from spectree.core.tree import NODE_FIELDS, DraftTree
 from spectree.core.verify import Verdict, verify_multibranch
-from spectree.strategies import dyspec_greedy, eagle2_rerank, kary_policy
-from spectree.strategies.static import KaryPolicy, static_shape, tree_shape
+from spectree.strategies import DySpec, Eagle2, Kary
+from spectree.strategies.static import static_shape, tree_shape
 
 pytestmark = pytest.mark.slow
 
@@ -128,46 +128,40 @@ class Forest:
 
 
 def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy: Policy, sampling: Sampling,
-                 generator: torch.Generator) -> Forest:
-    """One draft tree per root context, grown by the real `grow_tree` / `child_candidates`.
-
-    The forest starts with one root node per sample (each a `DraftTree.root`); `grow_tree` begins from
-    frontier [0], so the offer widens the first frontier to every root. Later layers come out of
-    `grow_tree` itself. Node i's context is its root's context plus the tokens on its path.
-    """
+                 generator: Optional[torch.Generator], static: bool = True) -> Forest:
+    """One draft tree per root context, grown by the real `grow` / `child_candidates` over a table of many trees
+    (one root per sample). Node i's context is its root's context plus the tokens on its path. `static`: the
+    policy's finalize keeps every grown node (what stochastic verification needs)."""
     n_roots = len(root_codes)
     root = DraftTree.root(0, prefix_len)
-    forest = DraftTree(**{f: col.repeat(n_roots) for f, col in root.columns().items()}, prefix_len=prefix_len)
-    forest.tokens = world.last[root_codes].clone()
-    codes = root_codes.clone()
+    table = NodeTable({f: col.repeat(n_roots).numpy() for f, col in root.columns().items()}, np.arange(n_roots), n_roots)
+    table.cols["tokens"] = world.last[root_codes].numpy().copy()
+    codes = root_codes.clone()  # [rows] context code of every row
     dists = []
 
-    def extend_codes(tree: DraftTree) -> torch.Tensor:
+    def every_row() -> DraftTree:
+        return DraftTree(**{f: torch.from_numpy(c) for f, c in table.cols.items()}, prefix_len=prefix_len)
+
+    def offer(frontier: Rows) -> np.ndarray:
         nonlocal codes
-        new = torch.arange(len(codes), len(tree))
-        codes = torch.cat([codes, world.child[codes[tree.parents[new]], tree.tokens[new]]])
-        return codes
+        nodes = torch.from_numpy(frontier.idx)
+        logits = world.draft_logits[codes[nodes]]  # [f, V]
+        cand, warped = child_candidates(every_row(), nodes, logits, policy.width(frontier), sampling, generator)
+        if warped is not None:
+            dists.append((nodes, warped))
+        codes = torch.cat([codes, world.child[codes[cand.parents], cand.tokens]])
+        return table.append({f: c.numpy() for f, c in cand.columns().items()})
 
-    def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
-        if len(tree) == n_roots:  # first layer: every root, not just node 0
-            frontier = torch.arange(n_roots)
-        logits = world.draft_logits[extend_codes(tree)[frontier]]  # [f, V]
-        cand, warped = child_candidates(tree, frontier, logits, policy.width(tree, frontier), sampling, generator)
-        dists.append((frontier, warped))
-        return cand
-
-    forest = grow_tree(forest, policy, offer)
-    assert bool(policy.finalize(forest).all())  # static: draft_tree's subtree(finalize) keeps everything
-    extend_codes(forest)
-    all_dists = torch.zeros(len(forest), V)
+    growth = grow(table, policy, offer)
+    assert not static or (growth.kept == growth.grown).all()  # draft_tree's final subtree keeps everything grown
+    all_dists = torch.zeros(len(table), V)
     for frontier, warped in dists:
         all_dists[frontier] = warped
+    kept = torch.from_numpy(np.flatnonzero(growth.kept))
+    forest = every_row().subtree(torch.from_numpy(growth.kept))  # the kept rows of every tree, re-indexed
+    all_dists, codes, tree_id = all_dists[kept], codes[kept], torch.from_numpy(table.tree)[kept]
 
-    # tree id of every node (parents precede children), then a stable regroup by tree
-    tree_id = torch.arange(len(forest))  # roots are nodes 0..n_roots-1
-    for _ in range(policy.d_max):
-        tree_id = torch.where(forest.parents >= 0, tree_id[forest.parents.clamp(min=0)], tree_id)
-    order = torch.sort(tree_id, stable=True).indices
+    order = torch.sort(tree_id, stable=True).indices  # a stable regroup by tree (parents precede children)
     counts = torch.bincount(tree_id, minlength=n_roots)
     ends = counts.cumsum(0)
     starts = ends - counts
@@ -191,7 +185,7 @@ def check_forest(out: Forest, forest: DraftTree, dists: torch.Tensor, policy: Po
     n_kids = torch.bincount(par, minlength=len(forest))
     inner = forest.depth < policy.d_max
     want = torch.minimum(torch.tensor(policy.K), (dists > 0).sum(-1))
-    if isinstance(policy, KaryPolicy):
+    if isinstance(policy, Kary):
         assert torch.equal(n_kids[inner], want[inner]), "an inner node without min(K, support) children"
     else:  # an irregular static shape: never more children than offered
         assert bool((n_kids <= want).all())
@@ -299,7 +293,7 @@ CONFIGS = [
 @pytest.mark.parametrize("b,d,sampling,seed", CONFIGS)
 def test_multibranch_verification_preserves_target_distribution(b: int, d: int, sampling: Sampling, seed: int
                                                                  ) -> None:
-    policy = kary_policy(b, d)
+    policy = Kary(b=b, d=d)
     run = sample_pairs(policy, sampling, N_SAMPLES, seed)
     world = World.build(len(CTX0) + 1 + d)
     assert len(run.pairs) >= 200_000
@@ -321,20 +315,14 @@ def greedy_shape(policy: Policy) -> Policy:
     """The static policy for the tree `policy` grows on the toy world from CTX0 under greedy drafting
     (after its finalize): the irregular shapes DySpec and EAGLE-2 produce, fixed before any sampling.
     (Drafting them stochastically would let sampled values decide the shape, which biases the verifier.)"""
-    world, greedy = World.build(len(CTX0) + 1 + policy.d_max), Sampling()
-    codes = [0]
-
-    def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
-        codes.extend(int(world.child[codes[int(tree.parents[i])], int(tree.tokens[i])]) for i in range(len(codes), len(tree)))
-        return child_candidates(tree, frontier, world.draft_logits[torch.tensor(codes)[frontier]], policy.K, greedy, None)[0]
-
-    tree = grow_tree(DraftTree.root(int(world.last[0]), len(CTX0)), policy, offer)
-    return static_shape(tree_shape(tree.subtree(policy.finalize(tree))))
+    world = World.build(len(CTX0) + 1 + policy.d_max)
+    forest = draft_forest(world, torch.zeros(1, dtype=torch.long), len(CTX0), policy, Sampling(), None, static=False)
+    return static_shape(tree_shape(forest.tree(0)))
 
 
 SHAPES = [
-    pytest.param(lambda: dyspec_greedy(m=8, K=3, d_max=4), Sampling(temperature=1.0), 2468, id="dyspec-m8"),
-    pytest.param(lambda: eagle2_rerank(K=3, d_max=3, N=6), Sampling(temperature=0.8, top_p=0.95), 1357, id="eagle2-K3-N6"),
+    pytest.param(lambda: DySpec(m=8, K=3, d_max=4), Sampling(temperature=1.0), 2468, id="dyspec-m8"),
+    pytest.param(lambda: Eagle2(K=3, d_max=3, N=6), Sampling(temperature=0.8, top_p=0.95), 1357, id="eagle2-K3-N6"),
 ]
 
 
@@ -400,7 +388,7 @@ def verify_as_if_with_replacement(tree: DraftTree, target_probs: torch.Tensor,
 def test_chi_square_harness_catches_a_lossy_verifier(verifier: Verifier) -> None:
     """Control: the same harness with a lossy verifier (b=3, d=2, T=1) must fail hard, at a tenth of the samples."""
     sampling = Sampling(temperature=1.0)
-    run = sample_pairs(kary_policy(3, 2), sampling, N_CONTROL, seed=4321, verifier=verifier)
+    run = sample_pairs(Kary(b=3, d=2), sampling, N_CONTROL, seed=4321, verifier=verifier)
     observed = pair_counts(run.pairs)
     world = World.build(len(CTX0) + 3)
     joint = target_joint(world, sampling)

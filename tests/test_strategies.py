@@ -1,14 +1,15 @@
 """Tree policies: their rules on hand-made candidates, greedy losslessness and replay = live on a tiny model."""
+import numpy as np
 import pytest
 import torch
-from helpers import tiny_llama
+from helpers import expand_on, finalize_on, grow_offline, select_on, tiny_llama
 
 from spectree.core.decode import speculative_generate
 from spectree.core.errors import SpectreeError
 from spectree.core.tree import DraftTree, Nodes
 from spectree.prompts import Prompt
 from spectree.replay.logbook import LogConfig, log_prompt
-from spectree.replay.replay import replay_prompt
+from spectree.replay.replay import replay
 from spectree.strategies import REGISTRY, parse_strategy
 from spectree.strategies.gunjur import gunjur_branching
 
@@ -33,40 +34,40 @@ def test_gunjur_branching_factor(h, width):
 
 def test_entropy_policy_keeps_b_of_h_children():
     policy = parse_strategy("entropy")
-    keep = policy.select(candidates(1.3, [0.3, 0.2, 0.1, 0.1, 0.1, 0.1, 0.05]), DraftTree.root(0, 5))
+    keep = select_on(policy, candidates(1.3, [0.3, 0.2, 0.1, 0.1, 0.1, 0.1, 0.05]))
     assert keep.tolist() == [True] * 6 + [False]
 
 
 @pytest.mark.parametrize("conf, width", [(0.2, 7), (0.3, 7), (0.5, 5), (0.7, 3), (0.95, 1)])
 def test_cape_width_follows_parent_confidence(conf, width):
-    keep = parse_strategy("cape").select(candidates(1.0, [0.1] * 7, conf), DraftTree.root(0, 5))
+    keep = select_on(parse_strategy("cape"), candidates(1.0, [0.1] * 7, conf))
     assert int(keep.sum()) == width
 
 
 def test_eagle2_keeps_top_k_per_layer_and_reranks_to_n():
     policy = parse_strategy("eagle2:K=2,d_max=3,N=2")
-    assert policy.select(candidates(1.0, [0.5, 0.1, 0.3]), DraftTree.root(0, 5)).tolist() == [True, False, True]
+    assert select_on(policy, candidates(1.0, [0.5, 0.1, 0.3])).tolist() == [True, False, True]
     tree = DraftTree.root(0, 5)
     tree.add(candidates(1.0, [0.5, 0.3]))
     deep = candidates(1.0, [0.4])
     deep.parents, deep.depth, deep.joint = torch.tensor([1]), torch.tensor([2]), torch.tensor([0.2])
     tree.add(deep)
-    assert tree.subtree(policy.finalize(tree)).joint.tolist() == pytest.approx([1.0, 0.5, 0.3])
+    assert tree.subtree(torch.from_numpy(finalize_on(policy, tree))).joint.tolist() == pytest.approx([1.0, 0.5, 0.3])
 
 
 def test_pct_stops_expanding_below_sd_over_st_and_drops_weak_leaves():
     policy = parse_strategy("pct:ratio=0.25,leaf_min=0.05")
     tree = DraftTree.root(0, 5)
     new = tree.add(candidates(1.0, [0.6, 0.2, 0.03]))
-    assert policy.expand(tree, new).tolist() == [True, False, False]
-    assert policy.finalize(tree).tolist() == [True, True, True, False]
+    assert expand_on(policy, tree, new).tolist() == [True, False, False]
+    assert finalize_on(policy, tree).tolist() == [True, True, True, False]
 
 
 def test_dyspec_budget_keeps_exactly_the_m_most_valuable_nodes():
     policy = parse_strategy("dyspec:m=2,K=3,d_max=2")
     tree = DraftTree.root(0, 5)
     tree.add(candidates(1.0, [0.6, 0.3, 0.1]))
-    assert policy.finalize(tree).tolist() == [True, True, True, False]
+    assert finalize_on(policy, tree).tolist() == [True, True, True, False]
 
 
 @pytest.mark.parametrize("spec", ["pct:ratio=1.5", "dyspec_threshold:t=-0.1", "eagle2:N=-3", "cape:d=-1"])
@@ -107,26 +108,26 @@ def test_replay_equals_live_for_every_policy(tiny_target, weak_draft):
     for spec in SPECS:
         policy = parse_strategy(spec)
         live = speculative_generate(tiny_target, weak_draft, FixedPrompt().apply_chat_template([]), policy, 20)
-        steps = replay_prompt(logged, policy)
+        steps = replay([logged], policy)
         assert steps.tau.tolist() == [s.tau for s in live.steps], spec
         assert steps.gamma.tolist() == [s.gamma for s in live.steps], spec
     with pytest.raises(SpectreeError, match="log with larger"):
-        replay_prompt(logged, parse_strategy("kary:b=8,d=2"))
+        replay([logged], parse_strategy("kary:b=8,d=2"))
 
 
 @pytest.mark.parametrize("spec, kept", [("chain:stop=entropy,threshold=1.0", False), ("chain:stop=dymax,threshold=0.3", True),
                                         ("chain:stop=dyjoint,threshold=0.6", False), ("chain", True)])
 def test_chain_early_stopping_rules(spec, kept):
     cand = candidates(1.3, [0.5], confidence=0.5)  # parent entropy 1.3, max prob 0.5, joint 0.5
-    assert parse_strategy(spec).select(cand, DraftTree.root(0, 5)).tolist() == [kept]
+    assert select_on(parse_strategy(spec), cand).tolist() == [kept]
 
 
 def test_sequences_branch_only_at_the_root():
     policy = parse_strategy("sequences:k=3,d=4")
-    assert policy.select(candidates(1.0, [0.5, 0.3, 0.2]), DraftTree.root(0, 5)).tolist() == [True] * 3
+    assert select_on(policy, candidates(1.0, [0.5, 0.3, 0.2])).tolist() == [True] * 3
     deeper = candidates(1.0, [0.5, 0.3, 0.2])
     deeper.depth = torch.full((3,), 2)
-    assert policy.select(deeper, DraftTree.root(0, 5)).tolist() == [True, False, False]
+    assert select_on(policy, deeper).tolist() == [True, False, False]
 
 
 def brute_force_best(p, n):
@@ -162,12 +163,12 @@ def test_acceptance_vector_from_a_logbook(tiny_target):
 
 
 def test_dyn_depth_stops_high_entropy_branches_and_naive_width_branches_last():
-    assert not parse_strategy("entropy:cutoff=2.0").select(candidates(2.5, [0.3, 0.2]), DraftTree.root(0, 5)).any()
+    assert not select_on(parse_strategy("entropy:cutoff=2.0"), candidates(2.5, [0.3, 0.2])).any()
     policy = parse_strategy("naive_width:k=3,d=2")
-    assert policy.select(candidates(1.0, [0.5, 0.3, 0.2]), DraftTree.root(0, 5)).tolist() == [True, False, False]
+    assert select_on(policy, candidates(1.0, [0.5, 0.3, 0.2])).tolist() == [True, False, False]
     last = candidates(1.0, [0.5, 0.3, 0.2])
     last.depth = torch.full((3,), 2)
-    assert policy.select(last, DraftTree.root(0, 5)).tolist() == [True, True, True]
+    assert select_on(policy, last).tolist() == [True, True, True]
 
 
 def test_unknown_chain_stop_rule_is_refused():
@@ -175,9 +176,16 @@ def test_unknown_chain_stop_rule_is_refused():
         parse_strategy("chain:stop=sometimes")
 
 
-def test_non_numeric_value_for_a_numeric_parameter_is_refused():
-    with pytest.raises(SpectreeError, match="must be a number"):
-        parse_strategy("chain:k=abc")
+@pytest.mark.parametrize("spec, message", [("chain:k=abc", "k must be a whole number"),
+                                            ("chain:k=2.5", "k must be a whole number"),
+                                            ("dyspec:m=1e9", "m must be a whole number"),
+                                            ("dyspec_threshold:t=nan", "t must be a number"),
+                                            ("pct:ratio=x", "ratio must be a number"),
+                                            ("chain:k=2,k=5", "gives k twice"),
+                                            ("kary:depth=3", r"has no parameter\(s\) \['depth'\]")])
+def test_malformed_parameters_are_refused_with_the_name_the_user_typed(spec, message):
+    with pytest.raises(SpectreeError, match=message):
+        parse_strategy(spec)
 
 
 def test_c2t_beta_is_checked_before_the_classifier_loads():
@@ -188,22 +196,14 @@ def test_c2t_beta_is_checked_before_the_classifier_loads():
 
 
 def test_classifier_learns_acceptance_and_c2t_prunes_by_beta_and_topk(tiny_target, weak_draft, tmp_path):
-    from spectree.strategies.c2t import C2TPolicy
-    from spectree.strategies.c2t_classifier import (
-        ClassifierTraining,
-        load_classifier,
-        node_table,
-        save_classifier,
-        train_classifier,
-    )
+    from spectree.strategies.c2t import (C2T, ClassifierTraining, load_classifier, node_table, save_classifier,
+                                         train_classifier)
 
     cfg = LogConfig(max_new_tokens=20, K=7, d_max=4, beam=400)
     logged = log_prompt(tiny_target, tiny_target, FixedPrompt(), Prompt("toy", "0", "toy", "x"), cfg, eos_ids=())
     table = node_table([logged])
     model, history = train_classifier(table, table, ClassifierTraining(epochs=5))
-    from spectree.strategies.c2t_classifier import nodes_from_table
-
-    chosen = model.confidence(nodes_from_table(table)) > 0.5
+    chosen = model.confidence(table) > 0.5
     on_path = torch.tensor(table.on_path.to_numpy())
     assert len(history) == 5  # the kept epoch is the one with the best validation recall
     assert float((chosen & on_path).sum() / on_path.sum()) == pytest.approx(history.recall.max())
@@ -212,10 +212,10 @@ def test_classifier_learns_acceptance_and_c2t_prunes_by_beta_and_topk(tiny_targe
     conf = model.confidence(logged.tree(0))
     assert conf.shape == (len(logged.tree(0)),) and bool(((conf >= 0) & (conf <= 1)).all())
     cand = candidates(1.0, [0.5, 0.3, 0.1, 0.05])
-    strict = C2TPolicy(K=4, d_max=3, classifier=model, beta=0.999999).select(cand, DraftTree.root(0, 5))
-    loose = C2TPolicy(K=4, d_max=3, classifier=model, beta=0.0, topk=2).select(cand, DraftTree.root(0, 5))
+    strict = select_on(C2T(K=4, d_max=3, model=model, beta=0.999999), cand)
+    loose = select_on(C2T(K=4, d_max=3, model=model, beta=0.0, topk=2), cand)
     assert int(strict.sum()) <= int(loose.sum()) == 2
-    c2t = C2TPolicy(K=3, d_max=4, classifier=model, beta=0.2)
+    c2t = C2T(K=3, d_max=4, model=model, beta=0.2)
     ids = FixedPrompt().apply_chat_template([])
     live = speculative_generate(tiny_target, weak_draft, ids, c2t, 20)
     with torch.inference_mode():
@@ -223,15 +223,15 @@ def test_classifier_learns_acceptance_and_c2t_prunes_by_beta_and_topk(tiny_targe
                                    pad_token_id=0)[0, len(ids):].tolist()
     assert live.tokens == ref
     weak_log = log_prompt(tiny_target, weak_draft, FixedPrompt(), Prompt("toy", "0", "toy", "x"), cfg, eos_ids=())
-    assert replay_prompt(weak_log, c2t).tau.tolist() == [s.tau for s in live.steps]
+    assert replay([weak_log], c2t).tau.tolist() == [s.tau for s in live.steps]
 
 
 def test_vct_shape_and_sibling_order():
-    from spectree.strategies.static import sibling_order, vct_policy
+    from spectree.core.groups import sibling_order
 
-    policy = vct_policy(3, 5)
+    policy = parse_strategy("vct:w=3,d=5")
     assert (policy.name, policy.K, policy.d_max) == ("vct", 3, 5)
-    assert sibling_order(torch.tensor([0, 0, 0, 3, 3, 5])).tolist() == [0, 1, 2, 0, 1, 0]
+    assert sibling_order(np.array([0, 0, 0, 3, 3, 5])).tolist() == [0, 1, 2, 0, 1, 0]
 
 
 def feature_offer(blank: frozenset):
@@ -256,13 +256,10 @@ def feature_offer(blank: frozenset):
 @pytest.mark.parametrize("spec", SPECS + ["c2t:beta=0.3,K=4,d_max=4"])
 def test_policies_read_only_the_optional_features_they_declare(spec):
     """Live drafting skips the optional features a policy does not declare; the tree must not change."""
-    from spectree.core.drafting import grow_tree
     from spectree.core.policy import OPTIONAL_FEATURES
 
     def grown(blank):
-        policy = parse_strategy(spec)
-        tree = grow_tree(DraftTree.root(0, 5), policy, feature_offer(blank))
-        return tree.subtree(policy.finalize(tree))
+        return grow_offline(parse_strategy(spec), feature_offer(blank))
 
     full, lean = grown(frozenset()), grown(OPTIONAL_FEATURES - parse_strategy(spec).features)
     assert full.tokens.tolist() == lean.tokens.tolist() and full.parents.tolist() == lean.parents.tolist()

@@ -6,14 +6,13 @@ from helpers import tiny_llama
 
 from spectree.analysis import claims as claims_mod
 from spectree.analysis import sweeps
-from spectree.core.errors import SpectreeError
 from spectree.prompts import Prompt
 from spectree.replay.logbook import LogConfig, log_prompt
 from spectree.replay.replay import replay, summarize
 from spectree.reports import figures
 from spectree.reports.figures import sweeps as plots_sweeps
-from spectree.strategies import parse_strategy
-from spectree.strategies.c2t_classifier import ClassifierTraining
+from spectree.strategies import Chain, Eagle2, Kary, parse_strategy
+from spectree.strategies.c2t import ClassifierTraining
 from spectree.strategies.sequoia import acceptance_vector
 
 PROMPTS = [Prompt("mtbench", "81", "writing", "a"), Prompt("mtbench", "82", "math", "b"),
@@ -35,8 +34,9 @@ def logbook(tiny_target):
 
 
 def test_score_matches_replay_and_splits_by_dataset(logbook):
-    result = sweeps.score(logbook, "kary:b=2,d=2")
+    result = sweeps.score(logbook, parse_strategy("kary:b=2,d=2"))
     assert result["replayable"] and result["name"] == "kary" and result["params"] == {"b": 2, "d": 2}
+    assert result["spec"] == "kary:d=2"  # the canonical spec: non-default parameters only
     reference = summarize(replay(logbook, parse_strategy("kary:b=2,d=2")))
     assert {k: result[k] for k in reference} == pytest.approx(reference)
     assert result["gamma"] == 6 and result["tau_per_gamma"] == pytest.approx(result["tau"] / 6)
@@ -53,24 +53,22 @@ def test_replay_steps_follow_replay_exactly(logbook):
 
 
 def test_sweep_has_one_row_per_spec_and_scope(logbook):
-    table = sweeps.sweep(logbook, {"a": ["chain:k=2", "kary:b=2,d=2"], "b": ["chain:k=2"]})
+    table = sweeps.sweep(logbook, {"a": [Chain(k=2), Kary(b=2, d=2)], "b": [Chain(k=2)]})
     assert list(table.columns) == sweeps.TABLE_COLUMNS
     assert len(table) == 3 * 3  # three listed specs × (all, mtbench, humaneval)
     assert set(table.dataset) == {"all", "mtbench", "humaneval"}
     chain = table[table.spec == "chain:k=2"]
     assert chain[chain.group == "b"].tau.tolist() == chain[chain.group == "a"].tau.tolist()
-    plain = sweeps.sweep(logbook[:1], ["chain:k=2"])
+    plain = sweeps.sweep(logbook[:1], [Chain(k=2)])
     assert len(plain) == 1 and plain.group.tolist() == [""]  # one dataset: no split rows
 
 
 def test_unreplayable_specs_are_reported_not_raised(logbook):
-    table = sweeps.sweep(logbook, ["kary:b=8,d=2", "chain:k=9", "chain:k=2"])
+    table = sweeps.sweep(logbook, [Kary(b=8, d=2), Chain(k=9), Chain(k=2)])
     bad = table[~table.replayable.astype(bool)]
     assert bad.spec.tolist() == ["kary:b=8,d=2", "chain:k=9"]
     assert bad.reason.str.contains("log with larger").all() and bad.tau.isna().all()
     assert table[table.spec == "chain:k=2"].replayable.all()
-    with pytest.raises(SpectreeError):  # a malformed spec is a mistake, not a property of the logbook
-        sweeps.score(logbook, "chain:k=abc")
 
 
 def test_claim_verdicts_and_summary():
@@ -92,8 +90,8 @@ def test_standard_claims_on_a_sweep(logbook):
 
 
 def test_per_category_adds_up_to_the_whole_logbook(logbook):
-    spec = "pct:ratio=0.1,k=3,d_max=4"
-    cats, whole = sweeps.per_category(logbook, spec), sweeps.score(logbook, spec)
+    policy = parse_strategy("pct:ratio=0.1,k=3,d_max=4")
+    cats, whole = sweeps.per_category(logbook, policy), sweeps.score(logbook, policy)
     assert set(zip(cats.dataset, cats.category)) == {("mtbench", "writing"), ("mtbench", "math"), ("humaneval", "code")}
     assert cats.steps.sum() == whole["steps"] and cats.tokens.sum() == whole["tokens"]
     assert cats.candidates.sum() == whole["candidates"] and cats.prompts.sum() == len(PROMPTS)
@@ -112,30 +110,30 @@ def test_train_c2t_saves_a_classifier_the_c2t_spec_loads(logbook, tmp_path, monk
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
     path, history = sweeps.train_c2t(logbook, "tiny", ClassifierTraining(epochs=2))
     assert path == tmp_path / "data" / "c2t" / "tiny.safetensors" and path.exists() and len(history) == 2
-    specs = sweeps.c2t_specs([0.2, 0.9], topks=(0, 2), K=4, d_max=3, classifier="tiny")
-    assert len(specs) == 4
-    table = sweeps.sweep(logbook, specs)
+    policies = sweeps.c2t_sweep([0.2, 0.9], topks=(0, 2), K=4, d_max=3, classifier="tiny")
+    assert len(policies) == 4 and policies[0].spec == "c2t:beta=0.2,K=4,d_max=3,classifier=tiny"
+    table = sweeps.sweep(logbook, policies)
     assert table.replayable.all() and (table.tau >= 1).all()
 
 
-def test_standard_spec_lists_parse(logbook):
-    specs = sweeps.standard_sweeps(K=10, d_max=8, depth=6, classifier="tiny", acceptance=acceptance_vector(logbook, 4))
-    assert set(specs) == {"c2t_fig4", "chain_table3", "edd_table2", "widths", "budgets", "gunjur"}
-    assert len(sweeps.c2t_specs([0.3, 0.5], topks=(0, 15, 20, 25, 30))) == 10
-    assert sweeps.budget_specs([16, 15], K=8, d_max=8)[1::2] == ["sequences:k=4,d=4", "sequences:k=3,d=5"]
-    for spec in (s for group in specs.values() for s in group if not s.startswith("c2t")):
-        parse_strategy(spec)
-    assert sweeps.spec_params("c2t:beta=0.5,topk=20,classifier=x-1") == ("c2t", {"beta": 0.5, "topk": 20,
-                                                                                 "classifier": "x-1"})
+def test_standard_sweeps_round_trip_through_their_specs(logbook, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    sweeps.train_c2t(logbook, "tiny", ClassifierTraining(epochs=1))
+    groups = sweeps.standard_sweeps(K=10, d_max=8, depth=6, classifier="tiny", acceptance=acceptance_vector(logbook, 4))
+    assert set(groups) == {"c2t_fig4", "chain_table3", "edd_table2", "widths", "budgets", "gunjur"}
+    assert len(sweeps.c2t_sweep([0.3, 0.5], topks=(0, 15, 20, 25, 30), classifier="tiny")) == 10
+    assert [p.spec for p in sweeps.budget_sweep([16, 15], K=8, d_max=8)[1::2]] == ["sequences:d=4", "sequences:k=3"]
+    for policy in (p for group in groups.values() for p in group):  # every policy prints the spec that rebuilds it
+        assert parse_strategy(policy.spec) == policy, policy.spec
 
 
 def test_sweep_figures_and_csv(logbook, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
-    table = sweeps.sweep(logbook, {"g": ["eagle2:K=3,d_max=3,N=3", "eagle2:K=3,d_max=3,N=6", "chain:k=3"]})
+    table = sweeps.sweep(logbook, {"g": [Eagle2(K=3, d_max=3, N=3), Eagle2(K=3, d_max=3, N=6), Chain(k=3)]})
     assert plots_sweeps.series(table[table.dataset == "all"]).tolist() == ["EAGLE-2", "EAGLE-2", "chain"]
     assert plots_sweeps.plot_tau_gamma(table).get_xlabel().startswith("τ")
     assert len(plots_sweeps.plotly_tau_gamma(table).data) == 2
-    cats = sweeps.per_category(logbook, "chain:k=3")
+    cats = sweeps.per_category(logbook, Chain(k=3))
     assert len(plots_sweeps.plot_per_category(cats).axes) == 2
     assert figures.save_csv(table.drop(columns="params"), "sweep", "nb").read_text().startswith("group,spec")
 

@@ -5,7 +5,7 @@ from helpers import PARENTS, make_tree, tiny_llama
 from spectree.core.decode import speculative_generate
 from spectree.core.drafting import CachedLM
 from spectree.core.sampling import Sampling
-from spectree.strategies import chain_policy, kary_policy
+from spectree.strategies import Chain, Kary
 
 
 def sequential_logits(model, ids: list[int]) -> torch.Tensor:
@@ -51,7 +51,7 @@ def test_greedy_tree_decoding_matches_autoregressive_with_a_perfect_draft(tiny_t
     """Draft = target: every draft token is accepted, so τ = d + 1 and long acceptances are exercised."""
     ids = [1, 17, 29, 4, 8]
     ref = hf_greedy(tiny_target, ids, 30)
-    for policy in (chain_policy(4), kary_policy(2, 3)):
+    for policy in (Chain(k=4), Kary(b=2, d=3)):
         gen = speculative_generate(tiny_target, tiny_target, ids, policy, 30)
         assert gen.tokens == ref and len(gen.tokens) == len(ref)
         assert all(s.tau == policy.d_max + 1 for s in gen.steps[:-1])
@@ -61,7 +61,7 @@ def test_greedy_tree_decoding_matches_autoregressive_with_a_weak_draft(tiny_targ
     draft = tiny_llama(seed=1, layers=1)
     ids = [2, 40, 41, 42]
     ref = hf_greedy(tiny_target, ids, 25)
-    for policy in (chain_policy(3), kary_policy(3, 2), kary_policy(2, 4)):
+    for policy in (Chain(k=3), Kary(b=3, d=2), Kary(b=2, d=4)):
         gen = speculative_generate(tiny_target, draft, ids, policy, 25)
         assert gen.tokens == ref
 
@@ -70,13 +70,13 @@ def test_decoding_stops_after_eos_like_generate(tiny_target):
     ids = [1, 17, 29, 4, 8]
     ref = hf_greedy(tiny_target, ids, 30)
     eos = ref[7]
-    gen = speculative_generate(tiny_target, tiny_target, ids, kary_policy(2, 3), 30, eos_ids=(eos,))
+    gen = speculative_generate(tiny_target, tiny_target, ids, Kary(b=2, d=3), 30, eos_ids=(eos,))
     assert gen.tokens == ref[: ref.index(eos) + 1]
 
 
 def test_sampling_is_reproducible_with_an_explicit_generator(tiny_target):
     ids = [1, 2, 3]
-    runs = [speculative_generate(tiny_target, tiny_target, ids, kary_policy(2, 2), 20, Sampling(0.8, 0.95),
+    runs = [speculative_generate(tiny_target, tiny_target, ids, Kary(b=2, d=2), 20, Sampling(0.8, 0.95),
                                  generator=torch.Generator().manual_seed(7)).tokens for _ in range(2)]
     assert runs[0] == runs[1]
 

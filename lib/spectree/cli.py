@@ -76,32 +76,40 @@ def _write_json(path: Path | None, payload: dict) -> None:
         print(f"wrote {path}")
 
 
+def _policies(specs: list[str]) -> dict:
+    """{spec as typed: policy}: every strategy parsed (and refused, one line) before a model loads."""
+    from spectree.strategies import parse_strategy
+
+    return {s: parse_strategy(s) for s in specs}
+
+
+def _calibrated(policies: dict, pair: str, models) -> dict:
+    """PCT specs that name no ratio take s_d/s_t from the pair's cost model on this machine."""
+    from spectree.speed.costmodel import calibrate, pair_cost_model
+
+    out = calibrate(policies, lambda: pair_cost_model(pair, models))
+    for label, policy in out.items():
+        if policy is not policies[label]:
+            print(f"{label}: measured s_d/s_t → {policy.spec}")
+    return out
+
+
 def cmd_bench(args) -> int:
     from spectree.core.kernels import wants_packed
     from spectree.core.sampling import Sampling
     from spectree.drafts.pairs import check_pair_name, load_pair
     from spectree.prompts import parse_prompt_spec
     from spectree.speed.bench import format_table, run_strategies, summarize_runs
-    from spectree.speed.costmodel import (
-        bare_pct,
-        pair_cost_model,
-        with_measured_pct_ratio,
-    )
-    from spectree.strategies import parse_strategy
 
-    for s in args.strategies:
-        parse_strategy(s)
+    policies = _policies(args.strategies)
     sampling = Sampling(args.temperature, args.top_p)
     check_pair_name(args.pair)
     prompts = parse_prompt_spec(args.prompts)
     _check_max_new(args.max_new_tokens)
     skipped: dict[str, str] = {}
     models = load_pair(args.pair, packed=wants_packed(args.kernels))
-    if any(map(bare_pct, args.strategies)):
-        ratio = pair_cost_model(args.pair, models).ratio
-        print(f"PCT threshold s_d/s_t = {ratio:.3f} (this machine's cost model) where a pct spec names no ratio")
-        args.strategies = with_measured_pct_ratio(args.strategies, ratio)
-    runs = run_strategies(models, prompts, args.strategies, args.max_new_tokens, sampling, args.seed,
+    policies = _calibrated(policies, args.pair, models)
+    runs = run_strategies(models, prompts, policies, args.max_new_tokens, sampling, args.seed,
                           hf_assisted=args.hf_assisted, skipped=skipped)
     table = summarize_runs(runs)
     print(f"pair={args.pair} prompts={args.prompts} ({len(prompts)}) max_new_tokens={args.max_new_tokens} "
@@ -118,16 +126,15 @@ def cmd_lossless(args) -> int:
     from spectree.drafts.pairs import check_pair_name, load_pair
     from spectree.prompts import parse_prompt_spec
     from spectree.speed.bench import find_mismatches, run_strategies, summarize_runs
-    from spectree.strategies import parse_strategy
 
-    for s in args.strategies:
-        parse_strategy(s)
+    policies = _policies(args.strategies)
     check_pair_name(args.pair)
     prompts = parse_prompt_spec(args.prompts)
     _check_max_new(args.max_new_tokens)
     models = load_pair(args.pair, packed=wants_packed(args.kernels))
+    policies = _calibrated(policies, args.pair, models)
     skipped: dict[str, str] = {}
-    runs = run_strategies(models, prompts, args.strategies, args.max_new_tokens, warmup=False, skipped=skipped,
+    runs = run_strategies(models, prompts, policies, args.max_new_tokens, warmup=False, skipped=skipped,
                           hf_packed=False)
     for name, why in skipped.items():
         print(f"NOT CHECKED {name}: {why}")
@@ -165,15 +172,22 @@ def cmd_log(args) -> int:
 def cmd_replay(args) -> int:
     import time
 
-    from spectree.replay.forest import Forest, fast_replay, tile
+    import pandas as pd
+
+    from spectree.replay.forest import Forest, tile
     from spectree.replay.logbook import read_logbook
-    from spectree.replay.replay import summarize
-    from spectree.strategies import parse_strategy
+    from spectree.replay.replay import replay, summarize
 
     if args.min_trees < 0:
         raise SpectreeError(f"--min-trees must be >= 0, got {args.min_trees}")
-    policies = {s: parse_strategy(s) for s in args.strategies}
+    policies = _policies(args.strategies)
     logbook = tile(read_logbook(args.logbook), args.min_trees)
+    if any(p.needs_calibration for p in policies.values()):
+        from spectree.speed.costmodel import cached_cost_model
+        from spectree.speed.costmodel import calibrate
+
+        pair = json.loads((args.logbook / "config.json").read_text())["pair"]
+        policies = calibrate(policies, lambda: cached_cost_model(pair, measure=False)[0])
     t0 = time.perf_counter()
     forest = Forest.of(logbook)
     print(f"{forest.n_trees} logged trees ({len(logbook)} prompts), node table built in "
@@ -182,12 +196,10 @@ def cmd_replay(args) -> int:
     for spec, policy in policies.items():
         try:
             t0 = time.perf_counter()
-            steps = fast_replay(logbook, policy, forest)
+            steps = replay(forest, policy)
             rows.append({"strategy": spec, **summarize(steps), "seconds": time.perf_counter() - t0})
         except SpectreeError as err:  # one policy outside the logged tree does not stop the others
             print(f"{spec}: not replayable on this logbook: {err}", file=sys.stderr)
-    import pandas as pd
-
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     _write_json(args.json, {"logbook": str(args.logbook), "rows": rows})
     return 0

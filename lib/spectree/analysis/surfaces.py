@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spectree.core.paths import data_dir
-from spectree.strategies.c2t_classifier import (
+from spectree.core.paths import artifact_path
+from spectree.strategies.c2t import (
     C2TClassifier,
     ClassifierTraining,
     fit_and_save,
@@ -37,7 +37,7 @@ VERDICTS = ("holds", "does not hold", "inconclusive")
 # --- the classifier -------------------------------------------------------------------------------------
 
 def classifier_path(name: str) -> Path:
-    return data_dir() / "c2t" / f"{name}.safetensors"
+    return artifact_path("c2t", name)
 
 
 def train_on_logbook(logdir: Path, cfg: ClassifierTraining = ClassifierTraining(),

@@ -1,8 +1,8 @@
-"""Replay sweeps: score many strategy specs on one logbook, tabulate them, check the papers' claims.
+"""Replay sweeps: score many policies on one logbook and tabulate them, laid out as the papers lay theirs out.
 
 Numbers come from `spectree.replay` (exact for greedy decoding): τ = accepted draft tokens + 1 per target
-forward, γ = draft tokens verified per forward (`spectree.metrics`). A spec the logbook cannot replay is
-reported with the reason instead of stopping the sweep. The standard sweeps are lists of spec strings.
+forward, γ = draft tokens verified per forward (`spectree.core.metrics`). A policy the logbook cannot replay is
+reported with the reason instead of stopping the sweep. The standard sweeps are lists of `Policy` objects.
 """
 from __future__ import annotations
 
@@ -14,31 +14,32 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from spectree.core.errors import SpectreeError
-from spectree.core.paths import data_dir
-from spectree.core.policy import Policy
-from spectree.replay.forest import fast_replay
+from spectree.core.paths import artifact_path
+from spectree.core.policy import Policy, spec_fields
+from spectree.replay.forest import Forest
 from spectree.replay.logbook import LoggedPrompt
-from spectree.replay.replay import summarize
-from spectree.strategies import parse_strategy, split_spec
-from spectree.strategies.c2t_classifier import ClassifierTraining, fit_and_save
+from spectree.replay.replay import as_forest, replay, summarize
+from spectree.strategies import (C2T, CAPE, PCT, VCT, Chain, DySpec, Eagle2, EntropyBranching, Kary, NaiveWidth,
+                                 Sequences, Sequoia)
+from spectree.strategies.c2t import ClassifierTraining, fit_and_save
 
 Logbook = list[LoggedPrompt]
-Specs = Union[Sequence[str], Mapping[str, Sequence[str]]]  # a list, or {group: list}
+Policies = Union[Sequence[Policy], Mapping[str, Sequence[Policy]]]  # a list, or {group: list}
 STEP_COLUMNS = ["prompt", "dataset", "category", "position", "tau", "gamma", "depth"]  # a row per target forward
 TABLE_COLUMNS = ["group", "spec", "name", "dataset", "replayable", "tau", "gamma", "tau_per_gamma", "alpha",
                  "accept_rate", "depth", "steps", "tokens", "candidates", "params", "reason"]
 
 
-def spec_params(spec: str) -> tuple[str, dict[str, Any]]:
-    """'c2t:beta=0.5,topk=20' → ('c2t', {'beta': 0.5, 'topk': 20}), read as `parse_strategy` reads it."""
-    return split_spec(spec)
+def params_of(policy: Policy) -> dict[str, Any]:
+    """Every spec parameter of a policy, by name (what sweep tables filter on)."""
+    return {f.name: getattr(policy, f.name) for f in spec_fields(policy)}
 
 
-def replay_steps(logbook: Logbook, policy: Policy) -> pd.DataFrame:
-    """One row per target forward of `policy` over the logbook (STEP_COLUMNS), by `fastreplay` (which
-    falls back to the layer loop for policies it does not vectorise)."""
-    steps = fast_replay(logbook, policy)
-    keys = {lp.prompt.id: lp.prompt.key for lp in logbook}
+def replay_steps(source: Union[Logbook, Forest], policy: Policy) -> pd.DataFrame:
+    """One row per target forward of `policy` over the logbook (STEP_COLUMNS; `prompt` is the prompt's key)."""
+    forest = as_forest(source)
+    steps = replay(forest, policy)
+    keys = {lp.prompt.id: lp.prompt.key for lp in forest.logbook}
     return steps.assign(prompt=steps.prompt.map(keys))[STEP_COLUMNS]
 
 
@@ -57,14 +58,12 @@ def totals(steps: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def score(logbook: Logbook, spec: str) -> dict[str, Any]:
-    """τ, γ and the ratios of one spec over the logbook, with `by_dataset` totals when the prompts come
-    from several datasets. Not replayable → replayable False and the reason; a malformed spec or a
-    missing classifier still raises (those are mistakes, not properties of the logbook)."""
-    policy, (name, params) = parse_strategy(spec), spec_params(spec)
-    row: dict[str, Any] = {"spec": spec, "name": name, "params": params}
+def score(source: Union[Logbook, Forest], policy: Policy) -> dict[str, Any]:
+    """τ, γ and the ratios of one policy over the logbook, with `by_dataset` totals when the prompts come from
+    several datasets. Not replayable → replayable False and the reason."""
+    row: dict[str, Any] = {"spec": policy.spec, "name": policy.name, "params": params_of(policy)}
     try:
-        steps = replay_steps(logbook, policy)
+        steps = replay_steps(source, policy)
     except SpectreeError as err:
         return {**row, "replayable": False, "reason": str(err)}
     row.update(replayable=True, reason="", **totals(steps))
@@ -73,97 +72,95 @@ def score(logbook: Logbook, spec: str) -> dict[str, Any]:
     return row
 
 
-def sweep(logbook: Logbook, specs: Specs, desc: str = "replay sweep") -> pd.DataFrame:
-    """One row per spec and scope (dataset "all", then each dataset when there are several; unreplayable
-    specs one row of NaN and the reason); a spec listed in several groups is scored once."""
-    groups = specs if isinstance(specs, Mapping) else {"": list(specs)}
-    jobs = [(group, spec) for group, listed in groups.items() for spec in listed]
-    done: dict[str, dict[str, Any]] = {}
-    rows = []
-    for group, spec in tqdm(jobs, desc=desc, unit="spec"):
-        if spec not in done:
-            done[spec] = score(logbook, spec)
-        result = dict(done[spec])
+def sweep(logbook: Logbook, policies: Policies, desc: str = "replay sweep") -> pd.DataFrame:
+    """One row per policy and scope (dataset "all", then each dataset when there are several; unreplayable
+    policies one row of NaN and the reason); a policy listed in several groups is scored once."""
+    groups = policies if isinstance(policies, Mapping) else {"": list(policies)}
+    jobs = [(group, policy) for group, listed in groups.items() for policy in listed]
+    forest, done, rows = Forest.of(logbook), {}, []
+    for group, policy in tqdm(jobs, desc=desc, unit="policy"):
+        if policy.spec not in done:
+            done[policy.spec] = score(forest, policy)
+        result = dict(done[policy.spec])
         by_dataset = result.pop("by_dataset", {})
         rows.append({"group": group, "dataset": "all", **result})
         rows += [{"group": group, **result, "dataset": d, **numbers} for d, numbers in by_dataset.items()]
     return pd.DataFrame(rows).reindex(columns=TABLE_COLUMNS)
 
 
-def per_category(logbook: Logbook, spec: str) -> pd.DataFrame:
-    """τ, γ (mean tree size without the root), depth, α per (dataset, category) of one spec (EDD Fig. 7)."""
-    steps = replay_steps(logbook, parse_strategy(spec))
+def per_category(logbook: Logbook, policy: Policy) -> pd.DataFrame:
+    """τ, γ (mean tree size without the root), depth, α per (dataset, category) of one policy (EDD Fig. 7)."""
+    steps = replay_steps(logbook, policy)
     return pd.DataFrame([{"dataset": d, "category": c, "prompts": g.prompt.nunique(), **totals(g)}
                          for (d, c), g in steps.groupby(["dataset", "category"])])
 
 
-def eagle2_specs(Ns: Sequence[int], K: int = 10, d_max: int = 6) -> list[str]:
+def eagle2_sweep(Ns: Sequence[int], K: int = 10, d_max: int = 6) -> list[Policy]:
     """EAGLE-2 top-N sweep (C2T Fig. 4, Table 4: K = 10, d_max = 6)."""
-    return [f"eagle2:K={K},d_max={d_max},N={n}" for n in Ns]
+    return [Eagle2(K=K, d_max=d_max, N=n) for n in Ns]
 
 
-def c2t_specs(betas: Sequence[float], topks: Sequence[int] = (0, 15, 20, 25, 30), K: int = 10, d_max: int = 6,
-              classifier: str = "smollm2-edd") -> list[str]:
+def c2t_sweep(betas: Sequence[float], topks: Sequence[int] = (0, 15, 20, 25, 30), K: int = 10, d_max: int = 6,
+              classifier: str = "smollm2-edd") -> list[Policy]:
     """C2T β sweep without (topk 0) and with second pruning (C2T Fig. 4, Table 5)."""
-    return [f"c2t:beta={b:g},K={K},d_max={d_max},topk={t},classifier={classifier}" for t in topks for b in betas]
+    return [C2T(beta=b, K=K, d_max=d_max, topk=t, classifier=classifier) for t in topks for b in betas]
 
 
-def chain_specs(d_max: int = 10, lengths: Sequence[int] = range(5, 10), classifier: Optional[str] = None,
-                beta: float = 0.85) -> list[str]:
+def chain_sweep(d_max: int = 10, lengths: Sequence[int] = range(5, 10), classifier: Optional[str] = None,
+                beta: float = 0.85) -> list[Policy]:
     """Chain mode (C2T Table 3): fixed lengths (EAGLE-1), DyMax 0.3, DyJoint 0.08, Gunjur's entropy
     cutoff 1.0, and C2T as an early exit (K = 1) when a classifier is given."""
     stops = {"dymax": 0.3, "dyjoint": 0.08, "entropy": 1.0}
-    specs = [f"chain:k={k}" for k in lengths if k <= d_max]
-    specs += [f"chain:k={d_max},stop={stop},threshold={t}" for stop, t in stops.items()]
-    return specs + ([f"c2t:beta={beta:g},K=1,d_max={d_max},classifier={classifier}"] if classifier else [])
+    out: list[Policy] = [Chain(k=k) for k in lengths if k <= d_max]
+    out += [Chain(k=d_max, stop=stop, threshold=t) for stop, t in stops.items()]
+    return out + ([C2T(beta=beta, K=1, d_max=d_max, classifier=classifier)] if classifier else [])
 
 
-def edd_table2_specs(K: int = 10, d_max: int = 6, N: int = 60, pct_ratio: float = 0.1, pct_depth: int = 10
-                     ) -> list[str]:
+def edd_table2_sweep(K: int = 10, d_max: int = 6, N: int = 60, pct_ratio: float = 0.1, pct_depth: int = 10
+                     ) -> list[Policy]:
     """EDD Table 2: VCT (width 3, depth 5), CAPE (depth 5), EAGLE-2, PCT (width 5, depth 10)."""
-    return ["vct:w=3,d=5", "cape:d=5", f"eagle2:K={K},d_max={d_max},N={N}",
-            f"pct:ratio={pct_ratio:g},k={min(5, K)},d_max={pct_depth}"]
+    return [VCT(w=3, d=5), CAPE(d=5), Eagle2(K=K, d_max=d_max, N=N), PCT(ratio=pct_ratio, k=min(5, K), d_max=pct_depth)]
 
 
-def width_specs(widths: Sequence[int], d: int = 3, pct_ratio: float = 0.1, pct_depth: int = 10) -> list[str]:
+def width_sweep(widths: Sequence[int], d: int = 3, pct_ratio: float = 0.1, pct_depth: int = 10) -> list[Policy]:
     """Expansion width: full b-ary trees of depth d, and PCT's width k (EDD Fig. 6)."""
-    return [f"kary:b={b},d={d}" for b in widths] + [f"pct:ratio={pct_ratio:g},k={b},d_max={pct_depth}" for b in widths]
+    return [Kary(b=b, d=d) for b in widths] + [PCT(ratio=pct_ratio, k=b, d_max=pct_depth) for b in widths]
 
 
-def budget_specs(budgets: Sequence[int], K: int = 8, d_max: int = 11,
-                 acceptance: Optional[Sequence[float]] = None) -> list[str]:
+def budget_sweep(budgets: Sequence[int], K: int = 8, d_max: int = 11,
+                 acceptance: Optional[Sequence[float]] = None) -> list[Policy]:
     """DySpec budget m against static trees of m draft tokens: SpecInfer-style sequences (k·d = m) and,
     given an acceptance vector (`strategies.sequoia.acceptance_vector`), Sequoia's tree."""
-    specs = []
+    out: list[Policy] = []
     for m in budgets:
-        specs.append(f"dyspec:m={m},K={K},d_max={d_max}")
+        out.append(DySpec(m=m, K=K, d_max=d_max))
         ds = [d for d in range(1, min(d_max, m // 2) + 1) if m % d == 0 and m // d <= K]  # k = m / d ≥ 2
         d = min([d for d in ds if d * d >= m] or ds[-1:] or [0])  # the squarest shape, deeper than wide
-        specs += [f"sequences:k={m // d},d={d}"] if d else []
-        specs += [f"sequoia:n={m},p=" + "/".join(f"{p:.4g}" for p in acceptance)] if acceptance else []
-    return specs
+        out += [Sequences(k=m // d, d=d)] if d else []
+        out += [Sequoia(n=m, p="/".join(f"{p:.4g}" for p in acceptance))] if acceptance else []
+    return out
 
 
-def gunjur_specs(d: int = 4, deep: int = 8, cutoff: float = 2.5) -> list[str]:
+def gunjur_sweep(d: int = 4, deep: int = 8, cutoff: float = 2.5) -> list[Policy]:
     """Gunjur et al.: static b = 2, d = 4; simple cutoff (H > 1); dyn width + depth; dyn width only; naive width."""
-    return ["kary:b=2,d=4", f"chain:k={deep},stop=entropy,threshold=1.0", f"entropy:d={deep},cutoff={cutoff:g}",
-            f"entropy:d={d}", f"naive_width:k=4,d={d}"]
+    return [Kary(b=2, d=4), Chain(k=deep, stop="entropy", threshold=1.0), EntropyBranching(d=deep, cutoff=cutoff),
+            EntropyBranching(d=d), NaiveWidth(k=4, d=d)]
 
 
 def standard_sweeps(K: int = 10, d_max: int = 11, depth: int = 6, Ns: Sequence[int] = (10, 20, 40, 60, 80),
                     betas: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8), topks: Sequence[int] = (0, 15, 20, 25, 30),
                     budgets: Sequence[int] = (8, 16, 32, 64), widths: Sequence[int] = (1, 2, 3, 4, 5),
                     pct_ratio: float = 0.1, classifier: Optional[str] = None,
-                    acceptance: Optional[Sequence[float]] = None) -> dict[str, list[str]]:
+                    acceptance: Optional[Sequence[float]] = None) -> dict[str, list[Policy]]:
     """Every standard sweep by group, sized for a logbook with K children per node and depth d_max
-    (`depth` is the EAGLE-2 / C2T tree depth). Without a classifier the C2T specs are left out."""
-    c2t = c2t_specs(betas, topks, K, depth, classifier) if classifier else []
-    return {"c2t_fig4": eagle2_specs(Ns, K, depth) + c2t,
-            "chain_table3": chain_specs(min(10, d_max), classifier=classifier),
-            "edd_table2": edd_table2_specs(K, depth, pct_ratio=pct_ratio, pct_depth=min(10, d_max)),
-            "widths": width_specs(widths, min(3, d_max), pct_ratio, min(10, d_max)),
-            "budgets": budget_specs(budgets, min(8, K), d_max, acceptance),
-            "gunjur": gunjur_specs(min(4, d_max), d_max)}
+    (`depth` is the EAGLE-2 / C2T tree depth). Without a classifier the C2T policies are left out."""
+    c2t = c2t_sweep(betas, topks, K, depth, classifier) if classifier else []
+    return {"c2t_fig4": eagle2_sweep(Ns, K, depth) + c2t,
+            "chain_table3": chain_sweep(min(10, d_max), classifier=classifier),
+            "edd_table2": edd_table2_sweep(K, depth, pct_ratio=pct_ratio, pct_depth=min(10, d_max)),
+            "widths": width_sweep(widths, min(3, d_max), pct_ratio, min(10, d_max)),
+            "budgets": budget_sweep(budgets, min(8, K), d_max, acceptance),
+            "gunjur": gunjur_sweep(min(4, d_max), d_max)}
 
 
 def split_logbook(logbook: Logbook, train_fraction: float = 0.5) -> tuple[Logbook, Logbook]:
@@ -181,7 +178,7 @@ def train_c2t(train: Logbook, name: str, cfg: ClassifierTraining = ClassifierTra
               valid_share: float = 0.2) -> tuple[Path, pd.DataFrame]:
     """Train C2T's classifier on the nodes of `train` (a random `valid_share` picks the epoch), save it as
     data/c2t/<name>.safetensors (`c2t:classifier=<name>` loads it); returns the path and per-epoch table."""
-    return fit_and_save(train, None, data_dir() / "c2t" / f"{name}.safetensors", cfg, valid_share=valid_share)
+    return fit_and_save(train, None, artifact_path("c2t", name), cfg, valid_share=valid_share)
 
 
 def scored(table: pd.DataFrame, group: str, name: Optional[str] = None, **params: Any) -> pd.DataFrame:

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from spectree.core.errors import SpectreeError
-from spectree.core.paths import data_dir
+from spectree.core.paths import artifact_path
 from spectree.prompts import chat_ids, parse_prompt_spec
 from spectree.replay.logbook import LogConfig, LoggedPrompt, read_logbook, write_logbook
 
@@ -134,9 +134,9 @@ def c2t_classifier_confidence(tokens: pd.DataFrame, pair: str, folder: Optional[
     """C2T's classifier output F(P, H, d) for every row of a token table, from the shipped
     data/c2t/<pair>.safetensors, else the newest data/c2t/<pair>-*.safetensors (else any classifier there).
     Returns (confidences or None, the classifier's name or why there is none)."""
-    from spectree.strategies.c2t_classifier import FEATURES, load_classifier
+    from spectree.strategies.c2t import FEATURES, load_classifier
 
-    folder = folder or data_dir() / "c2t"
+    folder = folder or artifact_path("c2t", pair).parent
     shipped = folder / f"{pair}.safetensors"
     files = sorted(folder.glob(f"{pair}-*.safetensors")) or sorted(folder.glob("*.safetensors"))
     if not shipped.exists() and not files:

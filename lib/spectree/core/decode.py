@@ -16,7 +16,6 @@ from spectree.core.policy import Policy
 from spectree.core.sampling import Sampling
 from spectree.core.tree import DraftTree
 from spectree.core.verify import verify
-from spectree.strategies.chain import chain_policy
 
 
 @dataclass
@@ -51,19 +50,19 @@ class Generation:
 
 @torch.inference_mode()
 def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
-                         policy: Policy, max_new_tokens: int, sampling: Sampling = Sampling(),
+                         policy: Optional[Policy], max_new_tokens: int, sampling: Sampling = Sampling(),
                          eos_ids: tuple[int, ...] = (), generator: Optional[torch.Generator] = None,
                          keep_trees: bool = False) -> Generation:
     """Generate up to `max_new_tokens` after `prompt_ids` with draft trees grown by `policy`.
 
-    `draft` is a draft model (layer-skip, VDM) or a drafter (e.g. `EDDDrafter`); a policy with d_max = 0
-    needs none: that is plain autoregressive decoding through the same loop.
+    `draft` is a draft model (layer-skip, VDM) or a drafter (e.g. `EDDDrafter`); no policy (None) or one with
+    d_max = 0 needs none: that is plain autoregressive decoding through the same loop.
     """
     if max_new_tokens < 0:
         raise SpectreeError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     start = time.perf_counter()
     seq = list(prompt_ids)
-    drf = as_drafter(draft) if policy.d_max > 0 else None
+    drf = as_drafter(draft) if policy is not None and policy.d_max > 0 else None
     hidden_layer = drf.hidden_layer if drf is not None and drf.needs_hidden else None
     tgt = CachedLM(target)
     out = tgt.feed_chain(torch.tensor(seq[:-1]), hidden_layer is not None, last_only=True)  # caches all but the root
@@ -102,7 +101,7 @@ def greedy_continuation(target: PreTrainedModel, ids: list[int], max_new_tokens:
                         eos_ids: tuple[int, ...]) -> tuple[list[int], int]:
     """The target's greedy continuation run `extra` tokens past the end (ignoring EOS, so every draft node
     up to that depth has a label), and the length of the generation proper (cut at max / after EOS)."""
-    cont = speculative_generate(target, None, ids, chain_policy(0), max_new_tokens + extra).tokens
+    cont = speculative_generate(target, None, ids, None, max_new_tokens + extra).tokens
     return cont, len(truncate(cont, max_new_tokens, eos_ids))
 
 

@@ -5,13 +5,14 @@ their features, and a policy (`spectree.strategies`) decides which to keep. Poli
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional
+from typing import Optional
 
+import numpy as np
 import torch
 from transformers import PreTrainedModel
 
 from spectree.core.errors import TreeTooLarge
-from spectree.core.policy import OPTIONAL_FEATURES, Policy
+from spectree.core.policy import OPTIONAL_FEATURES, NodeTable, Policy, Rows, grow
 from spectree.core.sampling import (
     Sampling,
     log_partition_and_entropy,
@@ -74,7 +75,7 @@ class CachedLM:
         elif len(self.slots) < n:
             self.slots = torch.cat([self.slots, torch.full((n - len(self.slots),), -1, dtype=torch.long)])
         self.slots[nodes] = start + torch.arange(m)
-        allowed = tree_allowed(tree.ancestor_mask()[nodes], self.committed, self.slots, start + m)
+        allowed = tree_allowed(tree.ancestor_rows(nodes), self.committed, self.slots, start + m)
         return self._forward(tree.tokens[nodes], tree.position_ids()[nodes], allowed, output_hidden_states)
 
     def rollback(self) -> None:
@@ -135,52 +136,41 @@ def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tens
     return cand, warped
 
 
-Offer = Callable[[DraftTree, torch.Tensor], Nodes]  # (tree, frontier [f]) → candidate children
-
-
-def grow_tree(tree: DraftTree, policy: Policy, offer: Offer) -> DraftTree:
-    """The layer loop shared by live drafting and replay: offer children of the frontier, let the
-    policy keep some and choose which to expand, repeat up to d_max. The caller applies
-    `policy.finalize` (after attaching anything indexed by the unpruned tree)."""
-    frontier = torch.tensor([0])
-    for _ in range(policy.d_max):
-        cand = offer(tree, frontier)
-        keep = policy.select(cand, tree)
-        if not bool(keep.any()):
-            break
-        new = tree.add(cand.take(keep))
-        frontier = new[policy.expand(tree, new)]
-        if len(frontier) == 0:
-            break
-    return tree
-
-
 def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,
                sampling: Sampling, generator: Optional[torch.Generator] = None) -> DraftTree:
-    """Grow one draft tree under `policy` with the draft model (root = last committed token, root_logits: [V])."""
+    """Grow one draft tree under `policy` with the draft model (root = last committed token, root_logits: [V]):
+    `core.policy.grow` over a table of one tree, where every child the draft offers becomes a row and the
+    policy's kept rows form the tree."""
+    root = DraftTree.root(root_token, prefix_len)
+    table = NodeTable({f: c.numpy() for f, c in root.columns().items()}, np.zeros(1, dtype=np.int64), 1)
     expanded: list[tuple[torch.Tensor, torch.Tensor]] = []  # (frontier [f], warped draft dists [f, V]) per layer
-    kept = getattr(drafter.model.lm_head, "kept_ids", None)  # a reduced head's tokens: every other logit is lower
-    kept = kept.cpu() if kept is not None and len(kept) >= TOP_M else None
+    kept_ids = getattr(drafter.model.lm_head, "kept_ids", None)  # a reduced head's tokens: every other logit is lower
+    kept_ids = kept_ids.cpu() if kept_ids is not None and len(kept_ids) >= TOP_M else None
 
-    def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
-        if policy.max_nodes is not None and len(tree) + len(frontier) * policy.K > policy.max_nodes:
+    def every_row() -> DraftTree:  # the offered rows as a DraftTree (views of the table's columns)
+        return DraftTree(**{f: torch.from_numpy(c) for f, c in table.cols.items()}, prefix_len=prefix_len)
+
+    def offer(frontier: Rows) -> np.ndarray:
+        n_kept = int(frontier.growth.grown.sum())
+        if policy.max_nodes is not None and n_kept + len(frontier) * policy.K > policy.max_nodes:
             raise TreeTooLarge(f"{policy.name}: the next layer would offer {len(frontier) * policy.K} candidates on "
-                               f"top of {len(tree)} nodes (limit {policy.max_nodes}); the draft is too uncertain for it")
-        is_root = len(tree) == 1
-        logits = root_logits[None] if is_root else drafter.feed_tree(tree, frontier).logits[0]  # [f, V]
-        cand, warped = child_candidates(tree, frontier, logits, policy.width(tree, frontier), sampling, generator,
-                                        policy.features, kept)
-        if not sampling.greedy:
-            expanded.append((frontier, warped))
-        return cand
+                               f"top of {n_kept} nodes (limit {policy.max_nodes}); the draft is too uncertain for it")
+        tree, nodes = every_row(), torch.from_numpy(frontier.idx)
+        logits = root_logits[None] if frontier.depth[0] == 0 else drafter.feed_tree(tree, nodes).logits[0]  # [f, V]
+        cand, warped = child_candidates(tree, nodes, logits, policy.width(frontier), sampling, generator,
+                                        policy.features, kept_ids)
+        if warped is not None:
+            expanded.append((nodes, warped))
+        return table.append({f: c.numpy() for f, c in cand.columns().items()})
 
-    tree = grow_tree(DraftTree.root(root_token, prefix_len), policy, offer)
+    growth = grow(table, policy, offer)
     drafter.rollback()
+    tree = every_row()
     if expanded:  # rows only for the expanded nodes
         tree.dists = torch.cat([warped for _, warped in expanded])  # [m, V]
         tree.dist_row = torch.full((len(tree),), -1, dtype=torch.long)
         tree.dist_row[torch.cat([frontier for frontier, _ in expanded])] = torch.arange(len(tree.dists))
-    return tree.subtree(policy.finalize(tree))
+    return tree.subtree(torch.from_numpy(growth.kept))
 
 
 def draft_model(draft) -> PreTrainedModel:

@@ -1,9 +1,14 @@
-"""Where the workbook keeps its files. `SPECTREE_HOME` overrides the repository root."""
+"""Where the workbook keeps its files (`SPECTREE_HOME` overrides the repository root), atomic writes, and the
+checks of the files it ships."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import tempfile
 from pathlib import Path
+
+from spectree.core.errors import SpectreeError
 
 
 def home() -> Path:
@@ -13,6 +18,21 @@ def home() -> Path:
 
 def data_dir() -> Path:
     return home() / "data"
+
+
+ARTIFACTS = {"c2t": "C2T classifier", "drafts": "draft checkpoint"}  # data/<kind>/<name>.safetensors
+_ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def artifact_path(kind: str, name: str, suffix: str = ".safetensors") -> Path:
+    """data/<kind>/<name><suffix>: a shipped or trained artifact (`kind` in ARTIFACTS), its name checked so that
+    it cannot leave that folder."""
+    if kind not in ARTIFACTS:
+        raise ValueError(f"unknown artifact kind {kind!r}: use one of {sorted(ARTIFACTS)}")
+    if not _ARTIFACT_NAME.match(name) or ".." in name:
+        raise SpectreeError(f"bad {ARTIFACTS[kind]} name '{name}': use letters, digits, '_', '-', '.', '+' "
+                            "(no '/' or '..')")
+    return data_dir() / kind / f"{name}{suffix}"
 
 
 def cache_dir() -> Path:
@@ -42,3 +62,25 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
+
+
+def check_safetensors(path: Path) -> None:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            for name in f.keys():
+                f.get_slice(name)
+        size_ok = path.stat().st_size >= _safetensors_expected_size(path)
+    except Exception as err:
+        raise SpectreeError(f"{path} is not a readable safetensors file ({err}); delete it to rebuild") from err
+    if not size_ok:
+        raise SpectreeError(f"{path} is truncated; delete it to rebuild")
+
+
+def _safetensors_expected_size(path: Path) -> int:
+    with open(path, "rb") as f:
+        header_len = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(header_len))
+    ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
+    return 8 + header_len + max(ends, default=0)

@@ -1,61 +1,276 @@
-"""The policy interface shared by live drafting and replay.
+"""The policy interface, and `grow`: the one layer loop that builds draft trees under a policy.
 
-A policy sees node features only (`Nodes`: p, joint P, entropy H, rank, depth, confidence) and never a
-model. Drafting offers it, layer by layer, up to K children of every node kept at the previous layer;
-`select` returns which to keep, `expand` which of the kept nodes are offered children at the next
-layer (default: all, up to depth d_max), and `finalize` may prune the finished tree to a root-connected
-subtree (e.g. rerank top-N).
+A policy decides from node features only and never touches a model. It decides over a batch of nodes that
+carry a tree id: live drafting grows one tree (every id 0), replay grows every logged tree of a logbook at once.
+So each strategy is written once, in numpy, and replays at full speed with no further work.
+
+Layer by layer, `grow` asks an `Offer` for up to K children of every frontier node (the draft model's top-K or
+samples when live, the logged children in replay), the policy's `select` keeps some, its `expand` says which
+of those are offered children next, up to depth d_max; `finalize` may then prune the grown trees to
+root-connected subtrees (e.g. rerank to the top N).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Optional
+import math
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Callable, ClassVar, Optional, Union
 
-import torch
+import numpy as np
 
 from spectree.core.errors import SpectreeError
-from spectree.core.tree import DraftTree, Nodes
+from spectree.core.groups import sibling_order, top_in_groups
 
 OPTIONAL_FEATURES = frozenset({"entropy", "entropy_topm", "rank"})  # node features that cost passes over the vocabulary
 
 
 @dataclass
-class Policy:
-    K: int  # children offered per expanded node
-    d_max: int  # maximum depth
+class NodeTable:
+    """Feature columns (numpy, [N]) of the nodes of one or many draft trees: NODE_FIELDS, with `parents` as row
+    indices (−1 at a root), plus `tree` [N], each row's tree id. A tree's rows come root first, in offer order."""
 
-    name = "policy"
-    probabilities: ClassVar[tuple[str, ...]] = ()  # parameters that are probabilities (validated to lie in [0, 1])
+    cols: dict[str, np.ndarray]
+    tree: np.ndarray
+    n_trees: int
+
+    def __len__(self) -> int:
+        return len(self.tree)
+
+    def append(self, cols: dict[str, np.ndarray]) -> np.ndarray:
+        """Add child rows (every NODE_FIELDS column, [m]; parents are rows of this table), each to its parent's
+        tree; returns their row indices."""
+        start, m = len(self), len(cols["tokens"])
+        tree = self.tree[np.asarray(cols["parents"])]
+        self.cols = {f: np.concatenate([self.cols[f], np.asarray(cols[f], dtype=self.cols[f].dtype)]) for f in self.cols}
+        self.tree = np.concatenate([self.tree, tree])
+        return np.arange(start, start + m)
+
+
+class Rows:
+    """Some rows of a growing `NodeTable`, as a policy sees them.
+
+    Attributes by name give their feature columns (numpy [n]): tokens, parents (table rows), depth, draft_prob,
+    joint (P), entropy (H, nats), entropy_topm, rank, confidence; `tree` [n] is each row's tree id and
+    `n_trees` how many trees there are. A policy that needs memory along paths keeps an integer per node with
+    `set_state(name, values)` and reads it back with `state(name)` / `parent_state(name)` (0 at a root)."""
+
+    def __init__(self, growth: "Growth", idx: Optional[np.ndarray] = None, mask: Optional[np.ndarray] = None):
+        self.growth, self._idx, self._mask = growth, idx, mask  # rows by index, or by a mask resolved when read
+        self._cols: dict[str, np.ndarray] = {}
+
+    @property
+    def idx(self) -> np.ndarray:
+        if self._idx is None:
+            self._idx = np.flatnonzero(self._mask)
+        return self._idx
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        if name.startswith("_") or name not in self.growth.table.cols:
+            raise AttributeError(name)
+        if name not in self._cols:
+            self._cols[name] = self.growth.table.cols[name][self.idx]
+        return self._cols[name]
+
+    @property
+    def tree(self) -> np.ndarray:
+        return self.growth.table.tree[self.idx]
+
+    @property
+    def n_trees(self) -> int:
+        return self.growth.table.n_trees
+
+    def top(self, key: np.ndarray, n: Union[int, np.ndarray]) -> np.ndarray:
+        """bool [n]: the n largest `key` values of each tree (n: one count or one per row), ties towards
+        shallower nodes, then offer order."""
+        return top_in_groups(self.tree, key, n, self.depth)
+
+    def count(self) -> np.ndarray:
+        """long [n_trees]: rows per tree."""
+        return np.bincount(self.tree, minlength=self.n_trees)
+
+    def is_leaf(self) -> np.ndarray:
+        """bool [n]: rows that are no other row's parent (among these rows)."""
+        parent = np.zeros(len(self.growth.table), dtype=bool)
+        parent[self.parents[self.parents >= 0]] = True
+        return ~parent[self.idx]
+
+    def sibling(self) -> np.ndarray:
+        """long [n]: offer order among siblings (the rank under greedy drafting, the draw order when sampling)."""
+        return sibling_order(self.parents)
+
+    def state(self, name: str) -> np.ndarray:
+        return self.growth.state(name)[self.idx]
+
+    def parent_state(self, name: str) -> np.ndarray:
+        return self.growth.state(name)[self.parents]
+
+    def set_state(self, name: str, values: np.ndarray) -> None:
+        self.growth.state(name)[self.idx] = values
+
+
+@dataclass
+class Growth:
+    """What `grow` did over a table: `grown` [N] nodes added while drafting, `kept` [N] the nodes of the finished
+    trees (after `finalize`), `fed` [N] the nodes the draft was run on to offer their children (roots excluded:
+    their distributions come with the last committed token)."""
+
+    table: NodeTable
+    grown: np.ndarray
+    kept: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    fed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    _states: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def fit(self) -> None:
+        """Grow the masks to the table (live drafting appends the rows it offers)."""
+        n = len(self.table)
+        for name in ("grown", "kept", "fed"):
+            mask = getattr(self, name)
+            if len(mask) < n:
+                setattr(self, name, np.concatenate([mask, np.zeros(n - len(mask), bool)]))
+        for name, values in self._states.items():
+            if len(values) < n:
+                self._states[name] = np.concatenate([values, np.zeros(n - len(values), values.dtype)])
+
+    def state(self, name: str) -> np.ndarray:
+        if name not in self._states:
+            self._states[name] = np.zeros(len(self.table), dtype=np.int64)
+        return self._states[name]
+
+    def rows(self, mask: np.ndarray) -> Rows:
+        return Rows(self, mask=mask.copy())
+
+
+Offer = Callable[[Rows], np.ndarray]  # the frontier (all at one depth) → its candidate children's rows [c]
+
+
+def grow(table: NodeTable, policy: "Policy", offer: Offer) -> Growth:
+    """Grow every tree of `table` from its root under `policy`: the layer loop of live drafting and of replay."""
+    g = Growth(table, grown=table.cols["parents"] < 0)
+    g.fit()
+    frontier = np.flatnonzero(g.grown)
+    for _ in range(policy.d_max):
+        cand = offer(Rows(g, frontier))  # may append rows to the table
+        g.fit()
+        g.fed[frontier[table.cols["depth"][frontier] > 0]] = True
+        if len(cand) == 0:
+            break
+        new = cand[policy.select(Rows(g, cand), g.rows(g.grown))]
+        if len(new) == 0:
+            break
+        g.grown[new] = True
+        frontier = new[policy.expand(Rows(g, new), g.rows(g.grown))]
+        if len(frontier) == 0:
+            break
+    g.kept = g.grown.copy()
+    grown = g.rows(g.grown)
+    g.kept[grown.idx] = policy.finalize(grown)
+    return g
+
+
+# --- the base class -----------------------------------------------------------------------------------------
+
+def spec_field(default: Any = MISSING, **kwargs) -> Any:
+    """A policy field that is NOT a spec parameter (a loaded model, a callable): set from Python only."""
+    kwargs.setdefault("repr", False)
+    kwargs.setdefault("compare", False)
+    return field(default=default, metadata={"spec": False}, **kwargs)
+
+
+class Policy:
+    """Base of every tree policy. Subclasses are dataclasses whose fields are the spec parameters (the same
+    names on the command line, in notebooks and in Python: `eagle2:K=8,N=32` is `Eagle2(K=8, N=32)`), and give
+    `K` (children offered per node) and `d_max` (depth) as fields or properties."""
+
+    name: ClassVar[str] = "policy"
+    K: int
+    d_max: int
+    # the costly node features (OPTIONAL_FEATURES) this policy reads; live drafting computes only these, the
+    # others are NaN (rank: −1). By default the full entropy and the sampled tokens' rank, not the top-M entropy
+    features: ClassVar[frozenset] = frozenset({"entropy", "rank"})
+    probabilities: ClassVar[tuple[str, ...]] = ()  # parameters validated to lie in [0, 1]
     # live drafting stops (errors.TreeTooLarge) rather than offer more candidates than this: a policy meant
     # for a confident draft can ask a weak one for thousands of nodes a CPU verifies for minutes
     max_nodes: ClassVar[Optional[int]] = 1024
-    # the costly node features (OPTIONAL_FEATURES) this policy reads; live drafting computes only these, the
-    # others are NaN (rank: -1). By default the full entropy and the sampled tokens' rank, not the top-M entropy
-    features: ClassVar[frozenset] = frozenset({"entropy", "rank"})
+    # True when no decision looks at a sampled token's own value (only at its parent's distribution, its rank or
+    # its place): multi-branch stochastic verification stays lossless on such trees (the χ² tests check it)
+    sampling_safe: ClassVar[bool] = False
 
     def __post_init__(self):
+        hints = typing.get_type_hints(type(self))
+        for f in spec_fields(self):
+            check_value(self.name, f.name, getattr(self, f.name), hints[f.name], f.name in self.probabilities)
         if self.K < 1:
             raise SpectreeError(f"{self.name}: K (children per node) must be >= 1, got {self.K}")
-        if self.d_max < 0:
-            raise SpectreeError(f"{self.name}: depth must be >= 0, got {self.d_max}")
-        for key in self.probabilities:
-            value = getattr(self, key)
-            if not 0.0 <= value <= 1.0:
-                raise SpectreeError(f"{self.name}: {key} must be in [0, 1], got {value}")
 
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
-        """bool [len(cand)]: which offered children join the tree."""
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        """bool [len(cand)]: which offered children (`cand`, this layer's, of every tree) join the trees
+        (`tree`: the nodes kept so far)."""
         raise NotImplementedError
 
-    def width(self, tree: DraftTree, frontier: torch.Tensor) -> int:
-        """How many children (≤ K) live drafting offers each frontier node [f] this layer: K unless the
-        policy knows it keeps fewer whatever their values (a static shape). Replay may offer more."""
+    def expand(self, new: Rows, tree: Rows) -> np.ndarray:
+        """bool [len(new)]: which of the nodes just added are offered children at the next layer."""
+        return np.ones(len(new), dtype=bool)
+
+    def finalize(self, tree: Rows) -> np.ndarray:
+        """bool [len(tree)]: the nodes kept in the finished trees (root-connected)."""
+        return np.ones(len(tree), dtype=bool)
+
+    def width(self, frontier: Rows) -> int:
+        """How many children (≤ K) live drafting offers each frontier node: K unless the policy knows it keeps
+        fewer whatever their values (a static shape). Replay may offer more."""
         return self.K
 
-    def expand(self, tree: DraftTree, new: torch.Tensor) -> torch.Tensor:
-        """bool [len(new)]: which of the nodes just added get children offered at the next layer."""
-        return torch.ones(len(new), dtype=torch.bool)
+    @property
+    def needs_calibration(self) -> bool:
+        """True while a parameter this policy measures on the machine is unset (PCT's s_d/s_t)."""
+        return False
 
-    def finalize(self, tree: DraftTree) -> torch.Tensor:
-        """bool [len(tree)]: the nodes kept in the finished tree (must be root-connected)."""
-        return torch.ones(len(tree), dtype=torch.bool)
+    def calibrate(self, sd_over_st: float) -> "Policy":
+        """This policy with the parameters it measures on the machine filled in (PCT's s_d/s_t when not given)."""
+        return self
+
+    @property
+    def spec(self) -> str:
+        """The strategy spec that parses back to this policy (non-default parameters only)."""
+        params = [f"{f.name}={_format(getattr(self, f.name))}" for f in spec_fields(self)
+                  if f.default is MISSING or getattr(self, f.name) != f.default]
+        return self.name + (":" + ",".join(params) if params else "")
+
+
+def spec_fields(policy) -> list:
+    """The dataclass fields of a policy (instance or class) that are spec parameters."""
+    return [f for f in fields(policy) if f.metadata.get("spec", True) and f.init]
+
+
+def check_value(policy: str, key: str, value: Any, kind: Any, probability: bool = False) -> None:
+    """One clear error for a parameter of the wrong type or range (before any model loads)."""
+    optional = typing.get_origin(kind) is Union and type(None) in typing.get_args(kind)
+    if optional:
+        if value is None:
+            return
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpectreeError(f"{policy}: {key} must be a whole number, got {value!r}")
+        if value < 0:
+            raise SpectreeError(f"{policy}: {key} must be >= 0, got {value}")
+    elif kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            raise SpectreeError(f"{policy}: {key} must be a number, got {value!r}")
+        if value < 0:
+            raise SpectreeError(f"{policy}: {key} must be >= 0, got {value}")
+        if probability and value > 1:
+            raise SpectreeError(f"{policy}: {key} must be in [0, 1], got {value}")
+    elif kind is str and not isinstance(value, str):
+        raise SpectreeError(f"{policy}: {key} must be a name, got {value!r}")
+
+
+def _format(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+__all__ = ["OPTIONAL_FEATURES", "NodeTable", "Rows", "Growth", "Offer", "grow", "Policy", "spec_field",
+           "spec_fields", "check_value"]

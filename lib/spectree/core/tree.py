@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Optional
 
+import numpy as np
 import torch
 
 from spectree.core.errors import SpectreeError
@@ -102,15 +103,18 @@ class DraftTree(Nodes):
 
     def ancestor_mask(self) -> torch.Tensor:
         """[n, n] bool: mask[i, j] is True iff j is i or an ancestor of i (the tree attention pattern)."""
-        n = len(self)
-        mask = torch.eye(n, dtype=torch.bool)
-        rows = torch.arange(n)
-        cur = self.parents.clone()
-        while bool((cur >= 0).any()):
-            ok = cur >= 0
-            mask[rows[ok], cur[ok]] = True
-            cur = torch.where(ok, self.parents[cur.clamp(min=0)], cur)
-        return mask
+        return self.ancestor_rows(torch.arange(len(self)))
+
+    def ancestor_rows(self, nodes: torch.Tensor) -> torch.Tensor:
+        """[m, n] bool: the rows of `ancestor_mask` for nodes [m] alone (what feeding a frontier needs)."""
+        parents = self.parents.numpy()
+        mask = np.zeros((len(nodes), len(self)), dtype=bool)
+        rows, cur = np.arange(len(nodes)), nodes.numpy()
+        while len(cur):  # one step up the tree per iteration: depth iterations
+            mask[rows, cur] = True
+            up = parents[cur]
+            rows, cur = rows[up >= 0], up[up >= 0]
+        return torch.from_numpy(mask)
 
     def position_ids(self) -> torch.Tensor:
         """[n] absolute positions: committed length - 1 + depth."""

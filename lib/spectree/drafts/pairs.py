@@ -22,7 +22,7 @@ from transformers import (
 )
 
 from spectree.core.errors import SpectreeError
-from spectree.core.paths import cache_dir, data_dir
+from spectree.core.paths import artifact_path, cache_dir, check_safetensors
 
 GGUF_MAGIC = b"GGUF"
 
@@ -82,28 +82,6 @@ def check_gguf(path: Path) -> None:
         raise SpectreeError(f"{path} is truncated or corrupt ({type(err).__name__}: {err}); reinstall it") from err
     if not complete:
         raise SpectreeError(f"{path} is truncated: tensor data runs past the end of the file; reinstall it")
-
-
-def check_safetensors(path: Path) -> None:
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            for name in f.keys():
-                f.get_slice(name)
-        size_ok = path.stat().st_size >= _safetensors_expected_size(path)
-    except Exception as err:
-        raise SpectreeError(f"{path} is not a readable safetensors file ({err}); delete it to rebuild") from err
-    if not size_ok:
-        raise SpectreeError(f"{path} is truncated; delete it to rebuild")
-
-
-def _safetensors_expected_size(path: Path) -> int:
-    with open(path, "rb") as f:
-        header_len = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(header_len))
-    ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
-    return 8 + header_len + max(ends, default=0)
 
 
 def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -219,7 +197,7 @@ class DraftSpec:
 
     @property
     def checkpoint(self) -> Optional[Path]:
-        return None if self.kind == "layerskip" else data_dir() / "drafts" / f"{self.arg}.safetensors"
+        return None if self.kind == "layerskip" else artifact_path("drafts", self.arg)
 
 
 def parse_draft(spec: str) -> DraftSpec:

@@ -24,10 +24,10 @@ from tqdm.auto import tqdm
 
 from spectree.core.errors import SpectreeError
 from spectree.core.paths import (
+    artifact_path,
     atomic_write_bytes,
     atomic_write_text,
     cache_dir,
-    data_dir,
 )
 from spectree.core.treeattn import additive_mask
 from spectree.drafts.edd import (
@@ -317,7 +317,7 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
 
 def training_log(name: str) -> pd.DataFrame:
     """The loss curve of a training run so far: columns step, loss, wall_s (empty if never started)."""
-    path, card = cache_dir() / "train" / name / "state.pt", data_dir() / "drafts" / f"{name}.json"
+    path, card = cache_dir() / "train" / name / "state.pt", artifact_path("drafts", name, ".json")
     if path.exists():
         log = torch.load(path, weights_only=True)["log"]
     else:  # a shipped draft: the curve stored in its card
@@ -343,7 +343,7 @@ def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str,
                       out_dir: Optional[Path] = None, device: str = "cpu") -> Path:
     """Ship the draft layer as fp16 safetensors in data/drafts/ with a JSON card (`device`: where it trained)."""
     state = torch.load(work / "state.pt", weights_only=True)
-    out_dir = out_dir or data_dir() / "drafts"
+    out_dir = out_dir or artifact_path("drafts", name).parent
     out_dir.mkdir(parents=True, exist_ok=True)
     tensors = {f"layer.{k}": v.half().contiguous() for k, v in state["layer"].items()}
     if "fuse" in state:

@@ -28,9 +28,9 @@ from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir
 from spectree.core.sampling import Sampling
 from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
 from spectree.prompts import Prompt, chat_ids
-from spectree.replay.logtree import logtree_policy
+from spectree.replay.logtree import LogTree
 
-LOG_FORMAT = 2  # 2: the beam grows from the previous beam only (strategies.logtree)
+LOG_FORMAT = 2  # 2: the beam grows from the previous beam only (replay.logtree)
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class LogConfig:
                 raise SpectreeError(f"logbook: {key} must be positive, got {value}")
 
     def policy(self):
-        return logtree_policy(self.K, self.d_max, self.beam, self.b_env, self.d_env)
+        return LogTree(self.K, self.d_max, self.beam, self.b_env, self.d_env)
 
     def key(self) -> str:
         """Names the logbook folder: the config plus the logbook format (bumped when what is logged changes)."""

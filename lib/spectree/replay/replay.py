@@ -1,58 +1,25 @@
 """Replay: score any subtree policy on a logbook without running a model.
 
-With greedy verification the output is the target's greedy continuation g whatever the policy, and the
-draft's distributions at position i depend only on the committed prefix g[:i]. So replaying the policy
-on the logged full tree at i gives the live tree; its accepted length is τ_i = 1 + (on-path nodes kept),
-γ_i = its size − 1, and the next step starts at i + τ_i — exactly the live sequence of τ and γ.
+With greedy verification the output is the target's greedy continuation g whatever the policy, and the draft's
+distributions at position i depend only on the committed prefix g[:i]. So growing the policy's tree from the
+logged full tree at i gives the live tree; its accepted length is τ_i = 1 + (on-path nodes kept), γ_i = its
+size − 1, and the next step starts at i + τ_i — exactly the live sequence of τ and γ. The policy runs over every
+logged tree at once (`core.policy.grow` on a `Forest`): the same code that decides live, one tree at a time.
 """
 from __future__ import annotations
 
-import pandas as pd
-import torch
+from typing import Union
 
-from spectree.core.drafting import grow_tree
+import numpy as np
+import pandas as pd
+
 from spectree.core.errors import SpectreeError
-from spectree.core.policy import Policy
-from spectree.core.tree import DraftTree, Nodes
-from spectree.core.verify import Verdict, follow_argmax
+from spectree.core.metrics import tau as tau_of
+from spectree.core.policy import Growth, Policy, grow
+from spectree.replay.forest import Forest
 from spectree.replay.logbook import LoggedPrompt
 
-
-class LogOffer:
-    """Offers a policy the logged children (first K by rank) of its frontier nodes."""
-
-    def __init__(self, logged: DraftTree, K: int):
-        self.logged, self.K = logged, K
-        self.kids: list[list[int]] = [[] for _ in range(len(logged))]
-        for i, p in enumerate(logged.parents.tolist()):
-            if p >= 0:
-                self.kids[p].append(i)
-        self.log_of = [0]  # replay-tree node → logged node
-        self.offered: dict[tuple[int, int], int] = {}  # (replay parent, token) → logged node
-
-    def __call__(self, tree: DraftTree, frontier: torch.Tensor) -> Nodes:
-        for j in range(len(self.log_of), len(tree)):  # nodes the policy kept since the last offer
-            self.log_of.append(self.offered[(int(tree.parents[j]), int(tree.tokens[j]))])
-        idx, parents = [], []
-        for f in frontier.tolist():
-            kids = self.kids[self.log_of[f]]
-            if not kids:
-                raise SpectreeError(f"replay: node at depth {int(tree.depth[f])} was not expanded in the logbook; "
-                                    "log with a larger beam / envelope for this policy")
-            idx += kids[: self.K]
-            parents += [f] * len(kids[: self.K])
-        cand = self.logged.take(torch.tensor(idx, dtype=torch.long))
-        cand.parents = torch.tensor(parents, dtype=torch.long)
-        self.offered = {(p, int(t)): i for p, t, i in zip(parents, cand.tokens.tolist(), idx)}
-        return cand
-
-
-def replay_step(logged: DraftTree, continuation: list[int], policy: Policy) -> tuple[DraftTree, Verdict]:
-    """The tree `policy` builds from one logged tree, and its greedy verdict against the continuation."""
-    tree = grow_tree(DraftTree.root(int(logged.tokens[0]), logged.prefix_len), policy, LogOffer(logged, policy.K))
-    tree = tree.subtree(policy.finalize(tree))
-    depth = tree.depth.tolist()
-    return tree, follow_argmax(tree, lambda u: continuation[depth[u]])
+STEP_COLUMNS = ["position", "tau", "gamma", "depth", "prompt", "dataset", "category"]  # a row per target forward
 
 
 def check_replayable(lp: LoggedPrompt, policy: Policy) -> None:
@@ -61,23 +28,44 @@ def check_replayable(lp: LoggedPrompt, policy: Policy) -> None:
                             f"holds K={lp.K}, d_max={lp.d_max}: log with larger --K / --d-max")
 
 
-def replay_prompt(lp: LoggedPrompt, policy: Policy) -> pd.DataFrame:
-    """Per-step τ and γ of `policy` on one logged prompt (columns: position, tau, gamma, depth = the
-    verified tree's depth, which EDD's α divides by)."""
-    check_replayable(lp, policy)
-    rows, pos = [], 0
-    while pos < lp.n_valid:
-        tree, verdict = replay_step(lp.tree(pos), lp.continuation[pos:], policy)
-        rows.append((pos, verdict.tau, verdict.gamma, int(tree.depth.max())))
-        pos += verdict.tau
-    return pd.DataFrame(rows, columns=["position", "tau", "gamma", "depth"])
+def as_forest(source: Union[Forest, list[LoggedPrompt]]) -> Forest:
+    return source if isinstance(source, Forest) else Forest.of(source)
 
 
-def replay(logbook: list[LoggedPrompt], policy: Policy) -> pd.DataFrame:
-    """Per-step τ and γ over a whole logbook (adds `prompt`, `dataset` and `category` columns)."""
-    frames = [replay_prompt(lp, policy).assign(prompt=lp.prompt.id, dataset=lp.prompt.dataset,
-                                               category=lp.prompt.category) for lp in logbook]
-    return pd.concat(frames, ignore_index=True)
+def grow_forest(forest: Forest, policy: Policy) -> Growth:
+    """The policy's trees over every logged tree (`Growth`: grown, kept and fed nodes)."""
+    for lp in forest.logbook:
+        check_replayable(lp, policy)
+    return grow(forest, policy, forest.offering(policy.K))
+
+
+def visited_steps(forest: Forest, growth: Growth) -> pd.DataFrame:
+    """Per-step τ and γ of grown trees: from position 0 of every prompt, the tree at each position reached
+    (columns STEP_COLUMNS plus `tree`, the forest's tree id; `depth` = the verified tree's depth, which EDD's α
+    divides by)."""
+    kept = growth.kept
+    n_kept = np.bincount(forest.tree[kept], minlength=forest.n_trees)
+    accepted = np.bincount(forest.tree[kept & forest.on_path], minlength=forest.n_trees) - 1  # the root is on path
+    depth = np.zeros(forest.n_trees, dtype=np.int64)
+    np.maximum.at(depth, forest.tree[kept], forest.cols["depth"][kept])
+    tree_at = {(int(p), int(q)): t for t, (p, q) in enumerate(zip(forest.tree_prompt, forest.tree_position))}
+    rows = []
+    for i, lp in enumerate(forest.logbook):
+        pos = 0
+        while pos < lp.n_valid:
+            t = tree_at[(i, pos)]
+            tau = tau_of(int(accepted[t]))
+            rows.append((pos, tau, int(n_kept[t]) - 1, int(depth[t]), lp.prompt.id, lp.prompt.dataset,
+                         lp.prompt.category, t))
+            pos += tau
+    return pd.DataFrame(rows, columns=STEP_COLUMNS + ["tree"])
+
+
+def replay(source: Union[Forest, list[LoggedPrompt]], policy: Policy) -> pd.DataFrame:
+    """Per-step τ and γ of `policy` over a logbook (or its prebuilt `Forest`, to score many policies on it):
+    columns STEP_COLUMNS, one row per target forward, prompt after prompt."""
+    forest = as_forest(source)
+    return visited_steps(forest, grow_forest(forest, policy))[STEP_COLUMNS]
 
 
 def summarize(steps: pd.DataFrame) -> dict:
@@ -85,3 +73,6 @@ def summarize(steps: pd.DataFrame) -> dict:
     can exceed the generation by the tokens the last forward committed past max_new_tokens / EOS."""
     return {"steps": int(len(steps)), "tokens": int(steps.tau.sum()), "candidates": int(steps.gamma.sum()),
             "tau": float(steps.tau.mean()), "gamma": float(steps.gamma.mean())}
+
+
+__all__ = ["STEP_COLUMNS", "check_replayable", "as_forest", "grow_forest", "visited_steps", "replay", "summarize"]

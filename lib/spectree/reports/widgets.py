@@ -1,7 +1,7 @@
 """The interactive explorer (ipywidgets): pick a tree policy family, move its knobs, and see τ, γ, τ/γ and
-the estimated speedup (vectorised replay + cost model, `spectree.explorer`), the policy on the τ–γ plane of
+the estimated speedup (replay + cost model, `reports.explorer`), the policy on the τ–γ plane of
 a fixed comparison set, and one logged tree with the nodes it keeps. "Confirm live" decodes two prompts
-with the real pair (`bench.run_strategies`) and puts the measured tokens/s beside the estimate.
+with the real pair (`speed.bench.run_strategies`) and puts the measured tokens/s beside the estimate.
 
 Everything is plain Python: `Explorer(...)` builds the widgets without a browser, `values()` returns the
 numbers on display and `set_beta()` moves C2T's β, so tests drive it directly.
@@ -17,13 +17,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from spectree.core.errors import SpectreeError
+from spectree.core.policy import Policy
 from spectree.replay.forest import Forest
 from spectree.replay.logbook import LoggedPrompt
+from spectree.replay.replay import grow_forest
 from spectree.reports import explorer as ex
 from spectree.reports import figures
+from spectree.reports.branching import PAPER_RULE, PAPER_TABLE, format_table
 from spectree.speed.costmodel import CostModel
 
-LIVE_NAME = "explorer_bh"  # the temporary strategy name a custom B(H) is decoded under
 _SLIDER = dict(continuous_update=False, style={"description_width": "110px"}, layout=W.Layout(width="420px"))
 
 
@@ -57,7 +59,8 @@ class Explorer:
         self.K, self.d_max = min(lp.K for lp in lps), min(lp.d_max for lp in lps)
         self.depth = min(depth or 6, self.d_max)
         self.front = front if front is not None else ex.frontier(
-            self.forest, cost, ex.frontier_policies(self.K, self.d_max, self.depth, cost.ratio, classifier))
+            self.forest, cost, ex.frontier_policies(self.K, self.d_max, self.depth, cost.ratio, classifier,
+                                                    classifier_name or "explorer"))
         self.fields = self._build_fields()
         families = [f for f in ex.FAMILIES if f != "C2T" or classifier is not None]
         self.family = W.Dropdown(options=families, value=family or families[0], description="policy family")
@@ -87,8 +90,9 @@ class Explorer:
     def _build_fields(self) -> dict[str, dict[str, W.Widget]]:
         K, D, depth = self.K, self.d_max, self.depth
 
-        def shape(k: int, d: int, k_name: str = "K (children)") -> dict[str, W.Widget]:
-            return {"K": _int(k_name, min(k, K), 1, K), "d_max": _int("d_max (depth)", min(d, D), 1, D)}
+        def shape(k: int, d: int, keys: tuple[str, str] = ("K", "d_max"), k_name: str = "K (children)"
+                  ) -> dict[str, W.Widget]:  # keys: the policy's own names for its width and depth
+            return {keys[0]: _int(k_name, min(k, K), 1, K), keys[1]: _int("d_max (depth)", min(d, D), 1, D)}
 
         return {
             "C2T": {"beta": _float("β (C2T)", 0.5, 0.0, 1.0, 0.01), "topk": _int("topK (0 = off)", 0, 0, 64),
@@ -99,14 +103,14 @@ class Explorer:
                                                        description="threshold t", readout_format=".4f", **_SLIDER),
                                  **shape(8, D)},
             "PCT": {"ratio": _float("s_d/s_t", round(self.cost.ratio, 3), 0.0, 1.0, 0.001),
-                    **shape(5, D, "k (width)")},
+                    **shape(5, D, ("k", "d_max"), "k (width)")},
             "B(H)": {"mode": W.ToggleButtons(options=["expression", "table"], value="expression",
                                              description="B(H) as"),
-                     "expression": W.Text(value=ex.PAPER_RULE, description="B(H) =", continuous_update=False,
+                     "expression": W.Text(value=PAPER_RULE, description="B(H) =", continuous_update=False,
                                           layout=W.Layout(width="620px")),
-                     "table": W.Textarea(value=ex.format_table(ex.PAPER_TABLE), continuous_update=False, rows=6,
+                     "table": W.Textarea(value=format_table(PAPER_TABLE), continuous_update=False, rows=6,
                                          description="H bound, width", style={"description_width": "110px"}),
-                     **shape(7, min(4, D), "k_max (widest)")},
+                     **shape(7, min(4, D), ("k_max", "d"), "k_max (widest)")},
         }
 
     def _show_params(self) -> None:
@@ -132,10 +136,10 @@ class Explorer:
         family, settings = self.family.value, self.settings()
         values: dict[str, Any] = {"family": family, "settings": settings, "error": ""}
         try:
-            policy = ex.policy_for(family, settings, self.classifier)
-            grown, self._kept = ex.grown_and_kept(self.forest, policy)
-            self._expanded, self._policy_K = ex.expanded(policy, self.forest, grown), policy.K
-            numbers = ex.score(self.forest, policy, self.cost, grown)
+            policy = self.policy()
+            growth = grow_forest(self.forest, policy)
+            self._kept, self._expanded, self._policy_K = growth.kept, growth.fed, policy.K
+            numbers = ex.score(self.forest, policy, self.cost, growth)
             values.update({k: numbers[k] for k in ("tau", "gamma", "tau_per_gamma", "speedup", "step_ms",
                                                    "ms_per_token", "steps")})
         except SpectreeError as err:
@@ -149,6 +153,10 @@ class Explorer:
         self._draw_tree()
         self.timing["draw_ms"] = 1000 * (time.perf_counter() - t1)
         return self.values()
+
+    def policy(self) -> Policy:
+        """The policy the current settings describe."""
+        return ex.policy_for(self.family.value, self.settings(), self.classifier, self.classifier_name or "explorer")
 
     def values(self) -> dict[str, Any]:
         """The numbers on display: family, settings, τ, γ, τ/γ, estimated speedup (NaN and `error` when
@@ -181,7 +189,7 @@ class Explorer:
     def _draw_plot(self) -> None:
         with plt.ioff():
             ax = figures.sweeps.plot_frontier(self.front, None if self._values["error"] else self._values,
-                                  label=f"current ({self._values['family']})")
+                                              label=f"current ({self._values['family']})")
             self.plot.value = figures.png(ax.figure)
 
     def _draw_tree(self) -> None:
@@ -189,8 +197,8 @@ class Explorer:
             self.tree.value = b""
             return
         with plt.ioff():
-            ax = figures.trees.draw_kept_tree(self.forest, int(self.example.value), self._kept, self._policy_K, self._expanded,
-                                   self.tokenizer)
+            ax = figures.trees.draw_kept_tree(self.forest, int(self.example.value), self._kept, self._policy_K,
+                                              self._expanded, self.tokenizer)
             self.tree.value = figures.png(ax.figure)
 
     # --- live confirmation ------------------------------------------------------------------------------
@@ -209,27 +217,22 @@ class Explorer:
         """Decode `live_prompts` prompts of the logbook with the current settings (and HF generate as the
         reference) and show measured tokens/s and speedup beside the estimate; returns those numbers."""
         from spectree.speed.bench import HF, run_strategies, summarize_runs
-        from spectree.strategies import REGISTRY
 
-        family, settings = self.family.value, self.settings()
+        settings = self.settings()
         self.live_out.value = "<i>decoding…</i>"
         try:
             if self._values.get("error"):
                 raise SpectreeError("fix the settings first: " + self._values["error"])
-            spec = ex.live_spec(family, settings, self.classifier_name)
+            policy = self.policy()
+            label = policy.spec + (f" with B(H) = {settings[settings['mode']]}" if "mode" in settings else "")
             prompts = [lp.prompt for lp in self.forest.logbook[: self.live_prompts]]
             models, skipped = self.models(), {}
-            if spec is None:
-                REGISTRY[LIVE_NAME] = lambda: ex.policy_for(family, settings, self.classifier)
-            try:
-                runs = run_strategies(models, prompts, [spec or LIVE_NAME], self.live_tokens, skipped=skipped)
-            finally:
-                REGISTRY.pop(LIVE_NAME, None)
+            runs = run_strategies(models, prompts, {label: policy}, self.live_tokens, skipped=skipped)
             if skipped:
                 raise SpectreeError(f"live decoding skipped it: {next(iter(skipped.values()))}")
             table = summarize_runs(runs).set_index("strategy")
-            row, ref = table.loc[spec or LIVE_NAME], table.loc[HF]
-            live = {"spec": spec or f"entropy with B(H) = {settings[settings['mode']]}", "tokens_per_s":
+            row, ref = table.loc[label], table.loc[HF]
+            live = {"spec": label, "tokens_per_s":
                     float(row.tokens_per_s), "speedup": float(row.speedup), "tau": float(row.tau),
                     "gamma": float(row.gamma), "hf_tokens_per_s": float(ref.tokens_per_s), "error": ""}
             est = self._values

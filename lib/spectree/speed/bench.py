@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Optional
+from typing import Mapping, Optional, Sequence, Union
 
 import pandas as pd
 import torch
@@ -22,9 +22,9 @@ from spectree.core.decode import speculative_generate, truncate
 from spectree.core.drafting import draft_model
 from spectree.core.errors import SpectreeError, TreeTooLarge
 from spectree.core.kernels import is_packed, stock_kernels
+from spectree.core.policy import Policy
 from spectree.core.sampling import Sampling
 from spectree.prompts import Prompt, chat_ids
-from spectree.strategies import parse_strategy
 
 HF = "hf-generate"
 HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
@@ -61,20 +61,30 @@ class Run:
     tree_s: float = 0.0
 
 
-def run_strategies(models, prompts: list[Prompt], strategies: list[str], max_new_tokens: int,
+Policies = Union[Sequence[Policy], Mapping[str, Policy]]  # policies, or {label: policy}
+
+
+def labelled(policies: Policies) -> dict[str, Policy]:
+    """{label: policy}: the given labels, or each policy's spec."""
+    if isinstance(policies, Mapping):
+        return dict(policies)
+    return {p.spec: p for p in policies}
+
+
+def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_tokens: int,
                    sampling: Sampling = Sampling(), seed: int = 0, warmup: bool = True,
                    hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None,
                    hf_packed: Optional[bool] = None) -> list[Run]:
     """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
-    standalone draft) and each strategy; one `Run` per (prompt, method). With packed models, `hf_packed`
-    (default: yes) also times HF `generate` on the packed kernels. A strategy whose trees outgrow
-    `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped`."""
+    standalone draft) and each policy; one `Run` per (prompt, method), named by the policy's label. With packed
+    models, `hf_packed` (default: yes) also times HF `generate` on the packed kernels. A policy whose trees
+    outgrow `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped`."""
     target, draft, tok = models
     assistant = draft if hf_assisted and isinstance(draft, PreTrainedModel) else None
     if hf_assisted and assistant is None:
         raise SpectreeError("HF assisted generation needs a standalone draft model (VDM or layer-skip), "
                             "not a drafter that reads the target's hidden states")
-    policies = {s: parse_strategy(s) for s in strategies}
+    policies = labelled(policies)
     hf_packed = is_packed(target) if hf_packed is None else hf_packed and is_packed(target)
     eos = tok.eos_token_id
     gen = torch.Generator().manual_seed(seed)

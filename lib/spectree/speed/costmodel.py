@@ -8,11 +8,13 @@ import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
 
+from spectree.core.errors import SpectreeError
+from spectree.core.policy import Policy
 from spectree.core.paths import atomic_write_text, cache_dir
 from spectree.core.treeattn import (
     causal_allowed,
@@ -128,17 +130,38 @@ def pair_cost_model(pair: str, models: tuple) -> CostModel:
     return load_or_measure(f"{pair}-packed" if is_packed(target) else pair, target, draft_model(drafter))
 
 
-def bare_pct(spec: str) -> bool:
-    """A PCT spec that names no `ratio` (its threshold s_d/s_t is to be measured)."""
-    from spectree.strategies import split_spec
+def calibrate(policies: dict[str, Policy], cost: Callable[[], CostModel]) -> dict[str, Policy]:
+    """The policies with their machine-measured parameters filled in (PCT's s_d/s_t), the cost model read
+    (`cost()`: cached, or measured in a minute) only if one of them needs it."""
+    if not any(p.needs_calibration for p in policies.values()):
+        return policies
+    ratio = cost().ratio
+    return {label: p.calibrate(ratio) for label, p in policies.items()}
 
-    name, params = split_spec(spec)
-    return name == "pct" and "ratio" not in params
 
+def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = None, measure: bool = True
+                      ) -> tuple[CostModel, str]:
+    """The pair's cost model on this machine (`load_or_measure`'s cache); where that is missing, one cached for
+    the pair on this host with another thread count (noted in the returned origin); else measured now (loads
+    the pair with `load_models`), or with `measure` False one clear error."""
 
-def with_measured_pct_ratio(specs: list[str], ratio: float) -> list[str]:
-    """PCT specs that name no `ratio` get the measured s_d/s_t (the paper's threshold); others are kept."""
-    return [f"{s}{',' if ':' in s else ':'}ratio={ratio:.3f}" if bare_pct(s) else s for s in specs]
+    exact = cache_path(pair)
+    host = machine_id().rsplit("-", 1)[0]
+    others = sorted((p for p in exact.parent.glob(cache_path(pair, f"{host}-*").name) if p != exact),
+                    key=lambda p: p.stat().st_mtime)
+    for path, note in [(exact, "")] + [(o, " (measured with other threads)") for o in reversed(others)]:
+        cached = read_cached(path)
+        if cached is not None:
+            return cached, f"cached {path.stem}{note}"
+    if not measure:
+        raise SpectreeError(f"no cost model of {pair} cached on this machine: give PCT its ratio (pct:ratio=…) or "
+                            "run `python -m spectree bench` with the pair once")
+    if load_models is None:
+        from spectree.drafts.pairs import load_pair
+
+        def load_models():
+            return load_pair(pair)
+    return pair_cost_model(pair, load_models()), "measured on this machine"
 
 
 def best_tree_size(cost: CostModel, expected_tau: dict[int, float], layers: dict[int, list[int]]) -> int:

@@ -6,10 +6,10 @@ per target forward), γ (draft tokens verified per forward) and the time split (
 construction).
 
 Stochastic decoding (T > 0) keeps only the policies whose keep decisions never look at a sampled token's
-own value — chains (plain, entropy cutoff, DyMax), static trees (k-ary, VCT, sequences, Sequoia),
-B(H) trees, CAPE and PCT (which only decides whether an already drafted node gets children). EAGLE-2's
-rerank, DySpec's value heap, DyJoint and C2T keep a sample because of its probability, which biases
-multi-branch verification (the χ² test catches it); greedy decoding is unaffected.
+own value (`Policy.sampling_safe`) — chains (plain, entropy cutoff, DyMax), static trees (k-ary, VCT,
+sequences, Sequoia), B(H) trees, CAPE and PCT (which only decides whether an already drafted node gets
+children). EAGLE-2's rerank, DySpec's value heap, DyJoint and C2T keep a sample because of its probability,
+which biases multi-branch verification (the χ² test catches it); greedy decoding is unaffected.
 """
 from __future__ import annotations
 
@@ -18,51 +18,51 @@ from typing import Any, Optional
 import pandas as pd
 
 from spectree.analysis.claims import claim
+from spectree.core.policy import Policy
 from spectree.speed.bench import HF, HF_PACKED, Run, summarize_runs
-from spectree.strategies import parse_strategy
+from spectree.strategies import C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching, Kary
+from spectree.strategies import Sequences, Sequoia, autoregressive
 
-UNBIASED_WHEN_SAMPLING = ("ar", "chain", "kary", "vct", "sequences", "sequoia", "entropy", "naive_width", "cape", "pct")
 
-
-def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[str], budget: int = 32) -> dict[str, str]:
-    """label → strategy spec for the live table (PCT's ratio and Sequoia's p are measured inputs). Besides the
-    papers' settings it times three small trees, the sizes this CPU rewards on prepacked kernels (README)."""
-    specs = {
-        "AR (our loop)": "ar",
-        "chain-2": "chain:k=2",
-        "chain-5": "chain:k=5",
-        "static b=2 d=4": "kary:b=2,d=4",
-        "VCT w=3 d=5": "vct:w=3,d=5",
-        "simple cutoff": "chain:k=8,stop=entropy,threshold=1.0",
-        "DyMax chain": "chain:k=8,stop=dymax,threshold=0.3",
-        "DyJoint chain": "chain:k=8,stop=dyjoint,threshold=0.08",
-        "dyn width only": "entropy:d=4",
-        "dyn width + depth": "entropy:d=8,cutoff=2.5",
-        "SpecInfer-style": "sequences:k=4,d=5",
-        f"Sequoia n={budget}": f"sequoia:n={budget},p={acceptance}",
-        f"EAGLE-2 N={budget}": f"eagle2:K=8,d_max=6,N={budget}",
-        f"DySpec m={budget}": f"dyspec:m={budget},K=8,d_max=8",
-        "EAGLE-2 N=4": "eagle2:K=4,d_max=3,N=4",
-        "DySpec m=4": "dyspec:m=4,K=4,d_max=4",
-        "DySpec threshold": "dyspec_threshold:t=0.05,K=8,d_max=8",
-        "PCT": f"pct:ratio={sd_over_st:.3f},k=5,d_max=10",
-        "CAPE": "cape:d=5",
+def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[str], budget: int = 32
+                     ) -> dict[str, Policy]:
+    """label → policy for the live table (PCT's s_d/s_t and Sequoia's p are measured inputs). Besides the papers'
+    settings it times three small trees, the sizes a CPU rewards on prepacked kernels (docs/decoder.md)."""
+    policies: dict[str, Policy] = {
+        "AR (our loop)": autoregressive(),
+        "chain-2": Chain(k=2),
+        "chain-5": Chain(k=5),
+        "static b=2 d=4": Kary(b=2, d=4),
+        "VCT w=3 d=5": VCT(w=3, d=5),
+        "simple cutoff": Chain(k=8, stop="entropy", threshold=1.0),
+        "DyMax chain": Chain(k=8, stop="dymax", threshold=0.3),
+        "DyJoint chain": Chain(k=8, stop="dyjoint", threshold=0.08),
+        "dyn width only": EntropyBranching(d=4),
+        "dyn width + depth": EntropyBranching(d=8, cutoff=2.5),
+        "SpecInfer-style": Sequences(k=4, d=5),
+        f"Sequoia n={budget}": Sequoia(n=budget, p=acceptance),
+        f"EAGLE-2 N={budget}": Eagle2(K=8, d_max=6, N=budget),
+        f"DySpec m={budget}": DySpec(m=budget, K=8, d_max=8),
+        "EAGLE-2 N=4": Eagle2(K=4, d_max=3, N=4),
+        "DySpec m=4": DySpec(m=4, K=4, d_max=4),
+        "DySpec threshold": DySpecThreshold(t=0.05, K=8, d_max=8),
+        "PCT": PCT(ratio=round(sd_over_st, 3), k=5, d_max=10),
+        "CAPE": CAPE(d=5),
     }
     if classifier:
-        specs[f"C2T β=0.5 top{budget}"] = f"c2t:beta=0.5,K=8,d_max=6,topk={budget},classifier={classifier}"
-    return specs
+        policies[f"C2T β=0.5 top{budget}"] = C2T(beta=0.5, K=8, d_max=6, topk=budget, classifier=classifier)
+    return policies
 
 
-def sampling_safe(specs: dict[str, str]) -> dict[str, str]:
-    """The subset that stays lossless under multi-branch stochastic verification."""
-    return {k: v for k, v in specs.items() if parse_strategy(v).name in UNBIASED_WHEN_SAMPLING}
+def sampling_safe(policies: dict[str, Policy]) -> dict[str, Policy]:
+    """The subset that stays lossless under multi-branch stochastic verification (`Policy.sampling_safe`)."""
+    return {label: p for label, p in policies.items() if p.sampling_safe}
 
 
-def speed_table(runs: list[Run], labels: dict[str, str]) -> pd.DataFrame:
-    """`summarize_runs` with a readable label per strategy (HF generate first)."""
+def speed_table(runs: list[Run]) -> pd.DataFrame:
+    """`summarize_runs` with a readable `method` per row (the run labels; HF generate first)."""
     table = summarize_runs(runs)
-    names = {v: k for k, v in labels.items()}
-    names.update({HF: "HF generate", HF_PACKED: "HF generate, packed kernels"})
+    names = {HF: "HF generate", HF_PACKED: "HF generate, packed kernels"}
     table.insert(0, "method", [names.get(s, s) for s in table.strategy])
     return table
 
@@ -137,4 +137,4 @@ def speed_claims(tables: dict[float, pd.DataFrame], budget: int = 32) -> list[di
 
 
 __all__ = ["speed_strategies", "sampling_safe", "speed_table", "per_prompt", "gunjur_table", "dyspec_layout",
-           "speed_claims", "UNBIASED_WHEN_SAMPLING"]
+           "speed_claims"]

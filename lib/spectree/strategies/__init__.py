@@ -1,77 +1,111 @@
-"""Tree policies by name. `make_policy("kary", b=2, d=4)` validates before any model loads."""
+"""Tree policies by name, and the one parser of strategy specs.
+
+A spec is `NAME[:key=value,...]`, e.g. `eagle2:K=8,N=32` or `chain:k=2`; the keys are the fields of the policy's
+dataclass, so `parse_strategy("eagle2:K=8,N=32") == Eagle2(K=8, N=32)` and `policy.spec` gives the spec back.
+Strings are parsed once, at the edges (command line, notebook parameters); everything inside takes `Policy`
+objects. A new strategy is one file in this package plus one line in REGISTRY.
+"""
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+import math
+import typing
+from dataclasses import MISSING
+from typing import Any, Callable, Union
 
 from spectree.core.errors import SpectreeError
-from spectree.core.policy import Policy
-from spectree.strategies.c2t import c2t_policy
-from spectree.strategies.chain import chain_policy
-from spectree.strategies.pct import cape_policy, pct_prune
-from spectree.strategies.dyspec import dyspec_greedy, dyspec_threshold
-from spectree.strategies.eagle2 import eagle2_rerank
-from spectree.strategies.gunjur import entropy_branching, naive_width
-from spectree.strategies.sequoia import sequoia_policy
-from spectree.strategies.static import kary_policy, sequences_policy, static_shape, vct_policy
+from spectree.core.policy import Policy, spec_fields
+from spectree.strategies.c2t import C2T
+from spectree.strategies.cape import CAPE
+from spectree.strategies.chain import Chain, autoregressive
+from spectree.strategies.dyspec import DySpec, DySpecThreshold
+from spectree.strategies.eagle2 import Eagle2
+from spectree.strategies.gunjur import EntropyBranching, NaiveWidth
+from spectree.strategies.pct import PCT
+from spectree.strategies.sequoia import Sequoia
+from spectree.strategies.static import VCT, Kary, Sequences, StaticShape
 
 REGISTRY: dict[str, Callable[..., Policy]] = {
-    "ar": lambda: chain_policy(0),
-    "chain": chain_policy,
-    "kary": kary_policy,
-    "sequences": sequences_policy,
-    "sequoia": sequoia_policy,
-    "vct": vct_policy,
-    "entropy": entropy_branching,
-    "naive_width": naive_width,
-    "eagle2": eagle2_rerank,
-    "dyspec": dyspec_greedy,
-    "dyspec_threshold": dyspec_threshold,
-    "pct": pct_prune,
-    "cape": cape_policy,
-    "c2t": c2t_policy,
+    "ar": autoregressive,
+    "chain": Chain,
+    "kary": Kary,
+    "vct": VCT,
+    "sequences": Sequences,
+    "sequoia": Sequoia,
+    "entropy": EntropyBranching,
+    "naive_width": NaiveWidth,
+    "eagle2": Eagle2,
+    "dyspec": DySpec,
+    "dyspec_threshold": DySpecThreshold,
+    "pct": PCT,
+    "cape": CAPE,
+    "c2t": C2T,
 }
 
 
-def make_policy(name: str, **params) -> Policy:
-    if name not in REGISTRY:
-        raise SpectreeError(f"unknown strategy '{name}': use one of [{', '.join(sorted(REGISTRY))}]")
-    factory = REGISTRY[name]
-    accepted = inspect.signature(factory).parameters
-    unknown = set(params) - set(accepted)
-    if unknown:
-        raise SpectreeError(f"strategy '{name}' has no parameter(s) {sorted(unknown)}; it takes {sorted(accepted)}")
-    for key, value in params.items():
-        default = accepted[key].default
-        if isinstance(default, (int, float)) and isinstance(value, str):
-            raise SpectreeError(f"strategy '{name}': {key} must be a number, got '{value}'")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-            raise SpectreeError(f"strategy '{name}': {key} must be >= 0, got {value}")
-    return factory(**params)
-
-
-def split_spec(spec: str) -> tuple[str, dict]:
-    """'c2t:beta=0.5,classifier=x' → ('c2t', {'beta': 0.5, 'classifier': 'x'}): numbers as int/float, names as text."""
-    name, _, rest = spec.partition(":")
-    params = {}
+def split_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """'c2t:beta=0.5,classifier=x' → ('c2t', {'beta': '0.5', 'classifier': 'x'}): values stay text."""
+    name, _, rest = str(spec).partition(":")
+    params: dict[str, str] = {}
     for item in filter(None, rest.split(",")):
         key, eq, value = item.partition("=")
-        if not eq:
+        key = key.strip()
+        if not eq or not key:
             raise SpectreeError(f"bad strategy parameter '{item}' in '{spec}': expected key=value")
-        value = value.strip()
-        try:
-            params[key.strip()] = int(value) if value.lstrip("-").isdigit() else float(value)
-        except ValueError:
-            params[key.strip()] = value  # a name, e.g. c2t:classifier=smollm2-edd
+        if key in params:
+            raise SpectreeError(f"strategy '{spec}' gives {key} twice")
+        params[key] = value.strip()
     return name.strip(), params
 
 
+def spec_types(name: str) -> dict[str, Any]:
+    """The spec parameters of a registered strategy and their types."""
+    factory = REGISTRY[name]
+    if inspect.isclass(factory):
+        hints = typing.get_type_hints(factory)
+        return {f.name: hints[f.name] for f in spec_fields(factory)}
+    return {k: p.annotation for k, p in inspect.signature(factory).parameters.items()}
+
+
+def _convert(name: str, key: str, text: str, kind: Any) -> Any:
+    if typing.get_origin(kind) is Union:  # Optional[x]
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise SpectreeError(f"{name}: {key} must be a whole number, got '{text}'") from None
+    if kind is float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise SpectreeError(f"{name}: {key} must be a number, got '{text}'") from None
+        if math.isnan(value):
+            raise SpectreeError(f"{name}: {key} must be a number, got '{text}'")
+        return value
+    return text
+
+
 def parse_strategy(spec: str) -> Policy:
-    """'kary:b=2,d=4' or 'chain:k=5' or 'ar' → a policy."""
-    name, params = split_spec(spec)
-    return make_policy(name, **params)
+    """'kary:b=2,d=4', 'chain:k=5' or 'ar' → a policy; one clear error for an unknown name, key or value."""
+    name, texts = split_spec(spec)
+    if name not in REGISTRY:
+        raise SpectreeError(f"unknown strategy '{name}': use one of [{', '.join(sorted(REGISTRY))}]")
+    types = spec_types(name)
+    unknown = sorted(set(texts) - set(types))
+    if unknown:
+        raise SpectreeError(f"strategy '{name}' has no parameter(s) {unknown}; it takes {sorted(types)}")
+    return REGISTRY[name](**{k: _convert(name, k, v, types[k]) for k, v in texts.items()})
 
 
-__all__ = ["Policy", "REGISTRY", "make_policy", "parse_strategy", "split_spec", "chain_policy", "kary_policy", "entropy_branching",
-           "eagle2_rerank", "dyspec_greedy", "dyspec_threshold", "pct_prune", "cape_policy", "c2t_policy",
-           "sequences_policy", "sequoia_policy", "naive_width", "vct_policy", "static_shape"]
+def defaults(name: str) -> dict[str, Any]:
+    """The default spec parameters of a registered strategy."""
+    factory = REGISTRY[name]
+    if not inspect.isclass(factory):
+        return {}
+    return {f.name: f.default for f in spec_fields(factory) if f.default is not MISSING}
+
+
+__all__ = ["Policy", "REGISTRY", "split_spec", "parse_strategy", "spec_types", "defaults", "C2T", "CAPE", "Chain",
+           "DySpec", "DySpecThreshold", "Eagle2", "EntropyBranching", "NaiveWidth", "PCT", "Sequoia", "VCT", "Kary",
+           "Sequences", "StaticShape", "autoregressive"]

@@ -1,44 +1,193 @@
-"""C2T (Alg. 1): a tiny classifier over (P, H, d) decides which draft nodes join the tree."""
+"""C2T (Alg. 1): a tiny classifier F(P, H, d) over a draft node's joint probability P, the top-M entropy H of the
+distribution it was drawn from and its depth d predicts whether the target accepts it; nodes whose confidence
+exceeds β join the tree (C2T §4.2; the classifier is trained on logged full trees).
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+import json
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional
 
+import numpy as np
+import pandas as pd
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save
+from torch import nn
 
-from spectree.core.policy import Policy
-from spectree.core.tree import DraftTree, Nodes
-from spectree.strategies.eagle2 import top_by_joint
+from spectree.core.errors import SpectreeError
+from spectree.core.paths import (
+    artifact_path,
+    atomic_write_bytes,
+    atomic_write_text,
+    check_safetensors,
+)
+from spectree.core.policy import Policy, Rows, spec_field
+
+FEATURES = {"P": "joint", "H": "entropy_topm", "d": "depth"}  # C2T's names → node columns
+
+
+class C2TClassifier(nn.Module):
+    """F(P, H, d) = sigmoid(W2 · relu(W1 · x)), hidden size 48 by default."""
+
+    def __init__(self, features: tuple[str, ...] = ("P", "H", "d"), hidden: int = 48):
+        super().__init__()
+        unknown = set(features) - set(FEATURES)
+        if unknown or not features:
+            raise SpectreeError(f"C2T features must be a non-empty subset of {sorted(FEATURES)}, got {features}")
+        self.features, self.hidden = tuple(features), hidden
+        self.net = nn.Sequential(nn.Linear(len(features), hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+    def inputs(self, nodes: Any) -> torch.Tensor:
+        """[n, len(features)] float features of the nodes (anything with the node columns as attributes: a
+        policy's `Rows`, `Nodes`, a DataFrame of logged nodes)."""
+        return torch.stack([torch.from_numpy(np.array(getattr(nodes, FEATURES[f]), dtype=np.float32))
+                            for f in self.features], dim=-1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).squeeze(-1)  # logits
+
+    @torch.no_grad()
+    def confidence(self, nodes: Any) -> torch.Tensor:
+        """[n] the classifier's confidence C in [0, 1] that each node is accepted."""
+        return torch.sigmoid(self(self.inputs(nodes)))
+
+
+@dataclass(frozen=True)
+class ClassifierTraining:
+    features: tuple[str, ...] = ("P", "H", "d")
+    hidden: int = 48
+    epochs: int = 10
+    lr: float = 1e-3
+    batch: int = 256
+    negatives_per_positive: float = 3.0  # negative sampling: rejected nodes kept per accepted node
+    seed: int = 0
+
+
+def node_table(logbooks: list) -> pd.DataFrame:
+    """All non-root logged nodes of the given LoggedPrompts, with the `on_path` label."""
+    frames = [lp.nodes[lp.nodes.node > 0] for lp in logbooks]
+    return pd.concat(frames, ignore_index=True)
+
+
+def train_classifier(train: pd.DataFrame, valid: pd.DataFrame, cfg: ClassifierTraining = ClassifierTraining()
+                     ) -> tuple[C2TClassifier, pd.DataFrame]:
+    """Train on logged nodes (negative sampling, Adam, BCE); after every epoch measure recall and positive
+    rate at threshold 0.5 on `valid`, and keep the epoch with the best recall, then the lowest positive
+    rate (C2T's selection rule). Returns the chosen model and the per-epoch table."""
+    rng = np.random.default_rng(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    pos, neg = train[train.on_path], train[~train.on_path]
+    n_neg = min(len(neg), int(cfg.negatives_per_positive * max(len(pos), 1)))
+    model = C2TClassifier(cfg.features, cfg.hidden)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    loss_fn = nn.BCEWithLogitsLoss()
+    vx, vy = model.inputs(valid), torch.tensor(valid.on_path.to_numpy(), dtype=torch.bool)
+    history, best, best_key = [], None, None
+    for epoch in range(cfg.epochs):
+        sample = pd.concat([pos, neg.iloc[rng.choice(len(neg), n_neg, replace=False)]]) if len(neg) else pos
+        x = model.inputs(sample)
+        y = torch.tensor(sample.on_path.to_numpy(), dtype=torch.float32)
+        order = torch.randperm(len(y))
+        model.train()
+        for i in range(0, len(y), cfg.batch):
+            idx = order[i:i + cfg.batch]
+            loss = loss_fn(model(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            pred = torch.sigmoid(model(vx)) > 0.5
+        recall = float((pred & vy).sum() / max(int(vy.sum()), 1))
+        positive_rate = float(pred.float().mean())
+        history.append({"epoch": epoch + 1, "loss": loss.item(), "recall": recall, "positive_rate": positive_rate})
+        key = (recall, -positive_rate)
+        if best_key is None or key > best_key:
+            best_key, best = key, {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best)
+    return model.eval(), pd.DataFrame(history)
+
+
+def save_classifier(model: C2TClassifier, path: Path, card: Optional[dict] = None) -> None:
+    payload = save({k: v.contiguous() for k, v in model.state_dict().items()},
+                   metadata={"features": ",".join(model.features), "hidden": str(model.hidden)})
+    atomic_write_bytes(path, payload)
+    if card is not None:
+        atomic_write_text(path.with_suffix(".json"), json.dumps(card, indent=1, default=str))
+
+
+def fit_and_save(train: list, valid: Optional[list], path: Path, cfg: ClassifierTraining = ClassifierTraining(),
+                 card: Optional[dict] = None, valid_share: float = 0.2) -> tuple[Path, pd.DataFrame]:
+    """Train the classifier on the nodes of the logged prompts `train` (`valid` picks the epoch; None → a
+    random `valid_share` of the training nodes) and save it at `path` with a card; returns (path, per-epoch table)."""
+    table = node_table(train)
+    if valid is None:
+        held = np.random.default_rng(cfg.seed).random(len(table)) < valid_share
+        table, valid_table = table[~held], table[held]
+    else:
+        valid_table = node_table(valid)
+    model, history = train_classifier(table, valid_table, cfg)
+    save_classifier(model, path, card={**(card or {}), "prompts": [lp.prompt.key for lp in train],
+                                       "nodes": len(table), "positives": int(table.on_path.sum()),
+                                       "training": asdict(cfg), "history": history.to_dict("records")})
+    return path, history
+
+
+def load_classifier(path: Path) -> C2TClassifier:
+    """The classifier saved at `path`, loaded once per process (again only if the file changes)."""
+    if not path.exists():
+        raise SpectreeError(f"C2T classifier {path} is missing: train it (see README, C2T)")
+    stat = path.stat()
+    return _load(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=16)
+def _load(path: Path, mtime_ns: int, size: int) -> C2TClassifier:
+    check_safetensors(path)
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+    try:
+        model = C2TClassifier(tuple(meta["features"].split(",")), int(meta["hidden"]))
+        model.load_state_dict(load_file(str(path)))
+    except (KeyError, RuntimeError) as err:
+        raise SpectreeError(f"{path} is not a C2T classifier checkpoint ({err})") from err
+    return model.eval()
 
 
 @dataclass
-class C2TPolicy(Policy):
-    classifier: Optional[torch.nn.Module] = field(default=None, repr=False)
-    beta: float = 0.5  # β: keep a node if its confidence C = F(P, H, d) exceeds β
-    topk: int = 0  # second pruning: at most this many draft nodes in the tree, the most confident first (0 = off)
+class C2T(Policy):
+    """C2T's tree: each layer offers K children per node; of the K likeliest children of the layer (by P), those
+    whose confidence C = F(P, H, d) exceeds β join the tree; with `topk` > 0 (second pruning) a tree holds at most
+    topk draft nodes, the most confident first. The classifier is data/c2t/<classifier>.safetensors, or `model`."""
+
+    beta: float = 0.5  # β
+    K: int = 10
+    d_max: int = 11
+    topk: int = 0  # second pruning: at most this many draft nodes per tree (0 = off)
+    classifier: str = "smollm2-edd"  # data/c2t/<classifier>.safetensors
+    model: Optional[C2TClassifier] = spec_field(default=None)  # the classifier itself (loaded from `classifier` if None)
 
     name = "c2t"
     features = frozenset({"entropy_topm"})  # its H is the entropy over the top-M probabilities
     probabilities = ("beta",)
 
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
-        first = top_by_joint(cand.joint, cand.depth, self.K)  # topK(M_d(N)): the K likeliest children
-        conf = self.classifier.confidence(cand)
+    def __post_init__(self):
+        super().__post_init__()  # validates β before loading anything
+        if self.model is None:
+            self.model = load_classifier(artifact_path("c2t", self.classifier))
+
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        first = cand.top(cand.joint, self.K)  # topK(M_d(N)): the K likeliest children, per tree
+        conf = self.model.confidence(cand).numpy()  # [c]
         keep = first & (conf > self.beta)
-        room = self.topk - (len(tree) - 1)  # tree budget left; filled layer by layer, so it stays connected
-        if self.topk and int(keep.sum()) > room:
-            conf = torch.where(keep, conf, torch.full_like(conf, -1.0))
-            keep = torch.zeros_like(keep)
-            keep[conf.topk(max(room, 0)).indices] = True
+        if self.topk:  # the tree budget left, filled layer by layer (so trees stay connected), most confident first
+            room = self.topk - (tree.count() - 1)  # [trees]
+            keep &= cand.top(np.where(keep, conf, -1.0), room[cand.tree])
         return keep
 
 
-def c2t_policy(beta: float = 0.5, K: int = 10, d_max: int = 11, topk: int = 0,
-               classifier: str = "smollm2-edd") -> C2TPolicy:
-    """C2T with the classifier shipped as data/c2t/<classifier>.safetensors."""
-    from spectree.core.paths import data_dir
-    from spectree.strategies.c2t_classifier import load_classifier
-
-    policy = C2TPolicy(K=K, d_max=d_max, beta=beta, topk=topk)  # validates β before loading anything
-    policy.classifier = load_classifier(data_dir() / "c2t" / f"{classifier}.safetensors")
-    return policy
+__all__ = ["C2TClassifier", "ClassifierTraining", "train_classifier", "save_classifier", "load_classifier",
+           "node_table", "fit_and_save", "C2T"]

@@ -1,46 +1,60 @@
-"""Chain drafting (Leviathan et al.): one draft token per layer, up to k layers, with the early-stopping
-rules the papers compare (C2T Table 3; Gunjur's "simple cutoff")."""
+"""Chain drafting (Leviathan et al. 2023): one draft token per layer, up to k, with the early-stopping rules the
+papers compare (C2T Table 3; Gunjur et al.'s "simple cutoff")."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-import torch
+import numpy as np
 
 from spectree.core.errors import SpectreeError
-from spectree.core.policy import Policy
-from spectree.core.tree import DraftTree, Nodes
+from spectree.core.policy import Policy, Rows
 
 STOPS = ("none", "entropy", "dymax", "dyjoint")
 
 
 @dataclass
-class ChainPolicy(Policy):
-    stop: str = "none"  # early-stopping rule
+class Chain(Policy):
+    """A chain of up to k draft tokens (k = 0: plain autoregressive decoding through the same loop).
+
+    Early stopping: stop=entropy ends the chain where the draft distribution's entropy H exceeds `threshold`
+    (Gunjur's cutoff, 1.0 nats); stop=dymax where its max probability falls below it (0.3); stop=dyjoint where
+    the path's joint probability P falls below it (0.08)."""
+
+    k: int = 4  # draft tokens per step
+    stop: str = "none"  # none | entropy | dymax | dyjoint
     threshold: float = 0.0
 
     name = "chain"
-
-    @property
-    def features(self) -> frozenset:
-        return frozenset({"entropy"}) if self.stop == "entropy" else frozenset()
+    K: ClassVar[int] = 1  # the single candidate is the top-1 (or the sampled) child
 
     def __post_init__(self):
         super().__post_init__()
         if self.stop not in STOPS:
             raise SpectreeError(f"chain: unknown stop rule '{self.stop}': use one of {STOPS}")
 
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
-        # K = 1: the single candidate is the top-1 (or the sampled) child
-        if self.stop == "entropy":  # Gunjur: stop drafting when the draft distribution's entropy exceeds H
+    @property
+    def d_max(self) -> int:
+        return self.k
+
+    @property
+    def features(self) -> frozenset:
+        return frozenset({"entropy"}) if self.stop == "entropy" else frozenset()
+
+    @property
+    def sampling_safe(self) -> bool:  # DyJoint keeps a sample because of its own probability
+        return self.stop != "dyjoint"
+
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        if self.stop == "entropy":
             return cand.entropy <= self.threshold
-        if self.stop == "dymax":  # stop when the draft's max probability falls below the threshold
+        if self.stop == "dymax":
             return cand.confidence >= self.threshold
-        if self.stop == "dyjoint":  # stop when the path's joint probability falls below the threshold
+        if self.stop == "dyjoint":
             return cand.joint >= self.threshold
-        return torch.ones(len(cand), dtype=torch.bool)
+        return np.ones(len(cand), dtype=bool)
 
 
-def chain_policy(k: int = 4, stop: str = "none", threshold: float = 0.0) -> ChainPolicy:
-    """A chain of up to k draft tokens (k = 0 is plain autoregressive decoding). Early stopping:
-    stop=entropy (threshold H, Gunjur's cutoff 1.0), stop=dymax (0.3), stop=dyjoint (0.08)."""
-    return ChainPolicy(K=1, d_max=k, stop=stop, threshold=threshold)
+def autoregressive() -> Chain:
+    """`ar`: no draft tokens, one target forward per token."""
+    return Chain(k=0)

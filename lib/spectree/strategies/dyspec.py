@@ -1,56 +1,52 @@
 """DySpec (Xiong et al.): grow the tree where the estimated acceptance value is highest.
 
-With greedy drafting the value of a node is its joint draft probability P (the product of the p along its
-path), an estimate of the chance the target accepts the whole path.
+With greedy drafting the value of a node is its joint draft probability P (the product of the p along its path),
+an estimate of the chance the target accepts the whole path.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+import numpy as np
 
-from spectree.core.policy import Policy
-from spectree.core.tree import DraftTree, Nodes
-from spectree.strategies.eagle2 import top_by_joint
+from spectree.core.groups import kth_largest
+from spectree.core.policy import Policy, Rows
 
 
 @dataclass
-class DySpecBudgetPolicy(Policy):
-    budget: int = 64  # m: draft tokens per tree
+class DySpec(Policy):
+    """Alg. 1 with budget m: the m nodes of largest value, the set a global max-heap pops (values shrink along
+    paths, so every ancestor of a chosen node is chosen first); K children offered per node."""
+
+    m: int = 64  # draft tokens per tree
+    K: int = 8
+    d_max: int = 11
 
     name = "dyspec"
     features = frozenset()
 
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         # a candidate can only end up among the m best nodes if it beats the m-th best value seen so far
-        joints = torch.cat([tree.joint[1:], cand.joint])
-        if len(joints) <= self.budget:
-            return torch.ones(len(cand), dtype=torch.bool)
-        bar = joints.topk(self.budget).values[-1]
-        return cand.joint >= bar
+        drafted = tree.depth > 0
+        bar = kth_largest(np.r_[tree.tree[drafted], cand.tree], np.r_[tree.joint[drafted], cand.joint], self.m,
+                          cand.n_trees)  # [trees]
+        return cand.joint >= bar[cand.tree]
 
-    def finalize(self, tree: DraftTree) -> torch.Tensor:
-        return top_by_joint(tree.joint, tree.depth, self.budget + 1)
-
-
-def dyspec_greedy(m: int = 64, K: int = 8, d_max: int = 11) -> DySpecBudgetPolicy:
-    """Alg. 1 with budget m: the m nodes of largest value, the same set a global max-heap pops (values
-    shrink along paths, so every ancestor of a chosen node is chosen first); K children offered per node."""
-    return DySpecBudgetPolicy(K=K, d_max=d_max, budget=m)
+    def finalize(self, tree: Rows) -> np.ndarray:
+        return tree.top(tree.joint, self.m + 1)
 
 
 @dataclass
-class DySpecThresholdPolicy(Policy):
-    threshold: float = 0.05  # t: expand while the value is at least t
+class DySpecThreshold(Policy):
+    """Alg. 2: layer by layer, keep (and expand) every child whose value P is at least t."""
+
+    t: float = 0.05  # expand while the value is at least t
+    K: int = 8
+    d_max: int = 11
 
     name = "dyspec_threshold"
     features = frozenset()
-    probabilities = ("threshold",)
+    probabilities = ("t",)
 
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
-        return cand.joint >= self.threshold
-
-
-def dyspec_threshold(t: float = 0.05, K: int = 8, d_max: int = 11) -> DySpecThresholdPolicy:
-    """Alg. 2: layer by layer, keep (and expand) every child whose value is at least t."""
-    return DySpecThresholdPolicy(K=K, d_max=d_max, threshold=t)
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        return cand.joint >= self.t

@@ -1,15 +1,14 @@
-"""Entropy-informed dynamic trees (Gunjur et al.): branching factor B(H) from the entropy of each node's
+"""Entropy-informed dynamic trees (Gunjur et al.): a branching factor B(H) from the entropy of each node's
 draft distribution."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
-import torch
+import numpy as np
 
-from spectree.core.policy import Policy
-from spectree.core.tree import DraftTree, Nodes
+from spectree.core.policy import Policy, Rows, spec_field
 
 
 def gunjur_branching(h: float) -> int:
@@ -22,33 +21,50 @@ def gunjur_branching(h: float) -> int:
 
 
 @dataclass
-class EntropyBranchingPolicy(Policy):
-    branching: Callable[[float], int] = field(default=gunjur_branching)
-    cutoff: float = float("inf")  # "dyn width + depth": B(H) = 0 (stop this branch) when H > cutoff
+class EntropyBranching(Policy):
+    """"Dyn width only": B(H) children per node (H in nats over the full vocabulary), fixed depth d. With a finite
+    `cutoff` (and a larger d) it is "dyn width + depth": a branch stops where H > cutoff."""
+
+    d: int = 4
+    k_max: int = 7  # the widest B(H) may ask for
+    cutoff: float = math.inf  # B(H) = 0 where H > cutoff
+    branching: Callable[[float], int] = spec_field(default=gunjur_branching)  # B(H), e.g. from the explorer
 
     name = "entropy"
+    sampling_safe = True
 
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
+    @property
+    def K(self) -> int:
+        return self.k_max
+
+    @property
+    def d_max(self) -> int:
+        return self.d
+
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         # every candidate of one parent carries that parent's entropy H: keep ranks < B(H)
-        width = torch.tensor([0 if h > self.cutoff else self.branching(h) for h in cand.entropy.tolist()])
-        return cand.rank < width
-
-
-def entropy_branching(d: int = 4, k_max: int = 7, cutoff: float = float("inf"),
-                      branching: Callable[[float], int] = gunjur_branching) -> EntropyBranchingPolicy:
-    """"Dyn width only": B(H) children per node (H in nats over the full vocabulary), fixed depth d.
-    With a finite `cutoff` (and a larger d) it is "dyn width + depth": a branch stops where H > cutoff."""
-    return EntropyBranchingPolicy(K=k_max, d_max=d, branching=branching, cutoff=cutoff)
+        h, where = np.unique(cand.entropy, return_inverse=True)  # B(H) once per distinct parent
+        width = np.array([0 if x > self.cutoff else self.branching(float(x)) for x in h], dtype=np.int64)
+        return cand.rank < width[where]
 
 
 @dataclass
-class NaiveWidthPolicy(Policy):
-    name = "naive_width"
-
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
-        return cand.rank < (self.K if int(cand.depth[0]) == self.d_max else 1)
-
-
-def naive_width(k: int = 4, d: int = 4) -> NaiveWidthPolicy:
+class NaiveWidth(Policy):
     """Gunjur's "naive width": the greedy chain, with the top-k alternatives at its last index only."""
-    return NaiveWidthPolicy(K=k, d_max=d)
+
+    k: int = 4
+    d: int = 4
+
+    name = "naive_width"
+    sampling_safe = True
+
+    @property
+    def K(self) -> int:
+        return self.k
+
+    @property
+    def d_max(self) -> int:
+        return self.d
+
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        return cand.rank < np.where(cand.depth == self.d, self.k, 1)

@@ -1,53 +1,51 @@
-"""Confidence-driven trees of the EDD paper: PCT (its method) and CAPE (its baseline)."""
+"""PCT, the EDD paper's path-confidence tree (§3.2): expand a node only while drafting it pays off in expected
+time, P(the path is accepted) ≥ s_d / s_t."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Optional
 
-import torch
+import numpy as np
 
-from spectree.core.policy import Policy
-from spectree.core.tree import DraftTree, Nodes
-
-CAPE_BOUNDS = torch.tensor([0.3, 0.6, 0.8])  # confidence buckets (0, .3], (.3, .6], (.6, .8], (.8, 1]
-CAPE_WIDTHS = torch.tensor([7, 5, 3, 1])
+from spectree.core.errors import SpectreeError
+from spectree.core.policy import Policy, Rows
 
 
 @dataclass
-class PCTPolicy(Policy):
-    ratio: float = 0.1  # s_d / s_t: a drafting step pays off only if P(accept the path) exceeds it
+class PCT(Policy):
+    """Top-k children per expandable node; a node is expandable if its path confidence c = Π p along the path
+    is ≥ s_d/s_t (the expected time gain s_d − c·s_t < 0); leaves with c < leaf_min are removed at the end.
+    `ratio` None takes s_d/s_t from this machine's cost model (`calibrate`)."""
+
+    ratio: Optional[float] = None  # s_d / s_t: draft forward over target forward
+    k: int = 5  # children per expanded node
+    d_max: int = 10
     leaf_min: float = 0.01  # finally drop leaves whose path confidence is below this
 
     name = "pct"
     features = frozenset()
     probabilities = ("ratio", "leaf_min")
+    sampling_safe = True  # it only decides whether an already drafted node gets children
 
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
-        return torch.ones(len(cand), dtype=torch.bool)
+    @property
+    def K(self) -> int:
+        return self.k
 
-    def expand(self, tree: DraftTree, new: torch.Tensor) -> torch.Tensor:
-        return tree.joint[new] >= self.ratio  # expected time gain s_d − p·s_t < 0
+    @property
+    def needs_calibration(self) -> bool:
+        return self.ratio is None
 
-    def finalize(self, tree: DraftTree) -> torch.Tensor:
-        leaf = torch.ones(len(tree), dtype=torch.bool)
-        leaf[tree.parents[tree.parents >= 0]] = False
-        return ~(leaf & (tree.joint < self.leaf_min))
+    def calibrate(self, sd_over_st: float) -> "PCT":
+        return self if self.ratio is not None else replace(self, ratio=round(float(sd_over_st), 4))
 
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        return np.ones(len(cand), dtype=bool)
 
-def pct_prune(ratio: float = 0.1, k: int = 5, d_max: int = 10, leaf_min: float = 0.01) -> PCTPolicy:
-    """PCT: top-k children per expandable node; a node is expandable if its path confidence
-    c = Π p along the path is ≥ s_d/s_t; leaves with c < leaf_min are removed at the end."""
-    return PCTPolicy(K=k, d_max=d_max, ratio=ratio, leaf_min=leaf_min)
+    def expand(self, new: Rows, tree: Rows) -> np.ndarray:
+        if self.ratio is None:
+            raise SpectreeError("pct: ratio (s_d/s_t) is not set: give pct:ratio=… or load a pair, whose cost "
+                                "model measures it")
+        return new.joint >= self.ratio
 
-
-@dataclass
-class CapePolicy(Policy):
-    name = "cape"
-    features = frozenset({"rank"})
-
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
-        return cand.rank < CAPE_WIDTHS[torch.bucketize(cand.confidence.contiguous(), CAPE_BOUNDS)]
-
-
-def cape_policy(d: int = 5) -> CapePolicy:
-    """CAPE: widths 7 / 5 / 3 / 1 for parent confidence (max prob) in (0, .3], (.3, .6], (.6, .8], (.8, 1]."""
-    return CapePolicy(K=7, d_max=d)
+    def finalize(self, tree: Rows) -> np.ndarray:
+        return ~(tree.is_leaf() & (tree.joint < self.leaf_min))

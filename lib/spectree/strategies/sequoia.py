@@ -3,12 +3,13 @@ accepted tokens under positional acceptance probabilities p_1 ≥ p_2 ≥ … (t
 node is accepted with probability p_k), found by dynamic programming."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from spectree.core.errors import SpectreeError
-from spectree.strategies.static import StaticShapePolicy, static_shape
+from spectree.strategies.static import StaticShape
 
 RankPath = tuple[int, ...]  # ranks from the root's child down to the node
 
@@ -51,19 +52,25 @@ def acceptance_vector(logbook: list, k: int) -> list[float]:
     return (accepted / max(parents, 1)).round(4).tolist()
 
 
-def sequoia_policy(n: int = 32, p: str = "0.6/0.15/0.07/0.04/0.03/0.02/0.015/0.01") -> StaticShapePolicy:
-    """The DP-optimal static tree of n draft tokens for the acceptance vector p ('/'-separated, so it fits
-    a strategy spec; measure it on a logbook with `acceptance_vector`)."""
-    try:
-        probs = [float(x) for x in str(p).split("/")]
-    except ValueError as err:
-        raise SpectreeError(f"sequoia: p must be probabilities separated by '/', got '{p}'") from err
-    if not probs or any(not 0.0 <= q <= 1.0 for q in probs):
-        raise SpectreeError(f"sequoia: every acceptance probability must be in [0, 1], got {probs}")
-    _, paths = sequoia_tree(probs, n + 1)
-    policy = static_shape(paths)
-    policy.name = "sequoia"
-    return policy
+@dataclass
+class Sequoia(StaticShape):
+    """The DP-optimal static tree of n draft tokens for the positional acceptance vector p ('/'-separated, so it
+    fits a strategy spec; measure it on a logbook with `acceptance_vector`)."""
+
+    n: int = 32
+    p: str = "0.6/0.15/0.07/0.04/0.03/0.02/0.015/0.01"
+
+    name = "sequoia"
+
+    def __post_init__(self):
+        try:
+            probs = [float(x) for x in str(self.p).split("/")]
+        except ValueError as err:
+            raise SpectreeError(f"sequoia: p must be probabilities separated by '/', got '{self.p}'") from err
+        if not probs or any(not 0.0 <= q <= 1.0 for q in probs):
+            raise SpectreeError(f"sequoia: every acceptance probability must be in [0, 1], got {probs}")
+        self.shape = frozenset(sequoia_tree(probs, self.n + 1)[1])
+        super().__post_init__()
 
 
-__all__ = ["sequoia_tree", "acceptance_vector", "sequoia_policy"]
+__all__ = ["sequoia_tree", "acceptance_vector", "Sequoia"]

@@ -1,98 +1,131 @@
-"""Static trees: the same shape at every step."""
+"""Static trees: the same shape at every step — full k-ary trees, VCT, SpecInfer-style sequences, and any
+shape given as the sibling-order paths of its nodes (Sequoia's)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import torch
+import numpy as np
 
-from spectree.core.policy import Policy
-from spectree.core.tree import DraftTree, Nodes
-
-
-@dataclass
-class KaryPolicy(Policy):
-    name = "kary"
-    features = frozenset()
-
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
-        return torch.ones(len(cand), dtype=torch.bool)  # every offered child: K per node
-
-
-def kary_policy(b: int = 2, d: int = 4) -> KaryPolicy:
-    """Full b-ary tree of depth d (Gunjur et al.'s static baseline is b = 2, d = 4)."""
-    return KaryPolicy(K=b, d_max=d)
-
-
-@dataclass
-class SequencesPolicy(Policy):
-    name = "sequences"
-    features = frozenset({"rank"})
-
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
-        if int(cand.depth[0]) == 1:
-            return torch.ones(len(cand), dtype=torch.bool)  # k different first tokens
-        return cand.rank == 0  # then each sequence continues greedily
-
-
-def sequences_policy(k: int = 4, d: int = 5) -> SequencesPolicy:
-    """SpecInfer-style: k draft sequences that share the root and differ in their first token."""
-    return SequencesPolicy(K=k, d_max=d)
-
+from spectree.core.policy import Policy, Rows, spec_field
+from spectree.core.tree import DraftTree
 
 SiblingPath = tuple[int, ...]  # offer order of each node among its siblings, from the root's child down
 
 
-def sibling_order(parents: torch.Tensor) -> torch.Tensor:
-    """long [n]: each candidate's index among the candidates with the same parent, in offer order — the
-    rank under greedy drafting, the sample order under stochastic drafting. Offers list siblings contiguously."""
-    idx = torch.arange(len(parents))
-    change = torch.ones(len(parents), dtype=torch.bool)
-    change[1:] = parents[1:] != parents[:-1]
-    group = change.cumsum(0) - 1  # [n] which run of equal parents
-    return idx - idx[change][group]
+@dataclass
+class Kary(Policy):
+    """Full b-ary tree of depth d (Gunjur et al.'s static baseline is b = 2, d = 4)."""
+
+    b: int = 2
+    d: int = 4
+
+    name = "kary"
+    features = frozenset()
+    sampling_safe = True
+
+    @property
+    def K(self) -> int:
+        return self.b
+
+    @property
+    def d_max(self) -> int:
+        return self.d
+
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        return np.ones(len(cand), dtype=bool)  # every offered child: b per node
 
 
 @dataclass
-class StaticShapePolicy(Policy):
-    """A fixed tree given as the sibling-order paths of its nodes. Decides before seeing any sampled value,
-    so multi-branch stochastic verification stays lossless on it."""
+class VCT(Policy):
+    """VCT, EDD's "vanilla candidate tree": every node expanded with its top-w children, depth d (3, 5 in EDD
+    Table 2: a full 3-ary tree of 363 draft tokens)."""
 
-    shape: frozenset = field(default_factory=frozenset, repr=False)  # SiblingPaths of the draft nodes
+    w: int = 3
+    d: int = 5
+
+    name = "vct"
+    features = frozenset()
+    sampling_safe = True
+
+    @property
+    def K(self) -> int:
+        return self.w
+
+    @property
+    def d_max(self) -> int:
+        return self.d
+
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        return np.ones(len(cand), dtype=bool)
+
+
+@dataclass
+class Sequences(Policy):
+    """SpecInfer-style: k draft sequences that share the root and differ in their first token, depth d."""
+
+    k: int = 4
+    d: int = 5
+
+    name = "sequences"
+    features = frozenset({"rank"})
+    sampling_safe = True
+
+    @property
+    def K(self) -> int:
+        return self.k
+
+    @property
+    def d_max(self) -> int:
+        return self.d
+
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        return (cand.depth == 1) | (cand.rank == 0)  # k different first tokens, then each continues greedily
+
+
+@dataclass
+class StaticShape(Policy):
+    """A fixed tree given as the sibling paths of its nodes. It decides before seeing any sampled value, so
+    multi-branch stochastic verification stays lossless on it. Each node remembers its place in the shape
+    (state "shape": a node of the shape's trie, 0 = the root)."""
+
+    shape: frozenset = spec_field(default_factory=frozenset)  # SiblingPaths of the draft nodes
 
     name = "static"
     features = frozenset()
+    sampling_safe = True
 
     def __post_init__(self):
+        paths = sorted(self.shape, key=lambda q: (len(q), q))
+        self._K = max((q[-1] + 1 for q in paths), default=1)
+        self._d_max = max(map(len, paths), default=0)
+        index = {(): 0}
+        self._child = np.full((len(paths) + 1, self._K), -1, dtype=np.int64)  # [trie nodes, K] → child node
+        for q in paths:
+            index[q] = len(index)
+            self._child[index[q[:-1]], q[-1]] = index[q]
+        self._n_children = (self._child >= 0).sum(1)  # [trie nodes]
         super().__post_init__()
-        self._paths: dict[int, SiblingPath] = {}  # tree node → its sibling path (the tree being grown)
-        self._children: dict[SiblingPath, int] = {}  # path → how many children it has in the shape
-        for q in self.shape:
-            self._children[q[:-1]] = max(self._children.get(q[:-1], 0), q[-1] + 1)
 
-    def width(self, tree: DraftTree, frontier: torch.Tensor) -> int:
+    @property
+    def K(self) -> int:
+        return self._K
+
+    @property
+    def d_max(self) -> int:
+        return self._d_max
+
+    def width(self, frontier: Rows) -> int:
         # sampling without replacement draws children in order, so the first j of K draws are a draw of j
-        depth = tree.depth[frontier].tolist()
-        return max(self._children.get(self._paths.get(i, ()) if d else (), 0) for i, d in zip(frontier.tolist(), depth))
+        return int(self._n_children[frontier.state("shape")].max())
 
-    def expand(self, tree: DraftTree, new: torch.Tensor) -> torch.Tensor:
-        # only nodes with children in the shape are scored by the draft and offered children
-        return torch.tensor([self._paths[i] in self._children for i in new.tolist()], dtype=torch.bool)
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        sib = cand.sibling()
+        node = np.where(sib < self._K, self._child[cand.parent_state("shape"), np.minimum(sib, self._K - 1)], -1)
+        cand.set_state("shape", node)
+        return node >= 0
 
-    def select(self, cand: Nodes, tree: DraftTree) -> torch.Tensor:
-        if bool((tree.depth[cand.parents] == 0).all()):  # first layer of a new tree (or forest)
-            self._paths = {}
-        paths = [self._paths.get(p, ()) + (j,) for p, j in zip(cand.parents.tolist(), sibling_order(cand.parents).tolist())]
-        keep = torch.tensor([q in self.shape for q in paths], dtype=torch.bool)
-        kept = [q for q, k in zip(paths, keep.tolist()) if k]
-        self._paths.update(zip(range(len(tree), len(tree) + len(kept)), kept))  # indices `tree.add` gives them
-        return keep
-
-
-def static_shape(paths) -> StaticShapePolicy:
-    """The static policy for a set of sibling paths (K and depth sized to fit)."""
-    paths = frozenset(tuple(q) for q in paths)
-    return StaticShapePolicy(K=max((q[-1] + 1 for q in paths), default=1), d_max=max(map(len, paths), default=0),
-                             shape=paths)
+    def expand(self, new: Rows, tree: Rows) -> np.ndarray:
+        return self._n_children[new.state("shape")] > 0  # only nodes with children in the shape are fed
 
 
 def tree_shape(tree: DraftTree) -> frozenset:
@@ -100,9 +133,9 @@ def tree_shape(tree: DraftTree) -> frozenset:
     return frozenset(tuple(tree.rank[tree.path_to(i)[1:]].tolist()) for i in range(1, len(tree)))
 
 
-def vct_policy(w: int = 3, d: int = 5) -> KaryPolicy:
-    """VCT, EDD's "vanilla candidate tree": every node expanded with its top-w children, depth d (3, 5 in
-    EDD Table 2: a full 3-ary tree of 363 draft tokens)."""
-    policy = KaryPolicy(K=w, d_max=d)
-    policy.name = "vct"
-    return policy
+def static_shape(paths) -> StaticShape:
+    """The static policy for a set of sibling paths (K and depth sized to fit)."""
+    return StaticShape(shape=frozenset(tuple(q) for q in paths))
+
+
+__all__ = ["Kary", "VCT", "Sequences", "StaticShape", "tree_shape", "static_shape"]

@@ -16,9 +16,18 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from spectree.core.paths import atomic_write_bytes, atomic_write_text, figures_dir
+
 # the figures by concept, reached as figures.trees.draw_tree(...), figures.speed.plot_speedups(...), ...
-from spectree.reports.figures import (calibration, classifier, draft_quality, entropy, sparsity, speed,  # noqa: F401
-                                      sweeps, trees)
+from spectree.reports.figures import (  # noqa: F401
+    calibration,
+    classifier,
+    draft_quality,
+    entropy,
+    sparsity,
+    speed,
+    sweeps,
+    trees,
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 

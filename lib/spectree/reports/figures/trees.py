@@ -11,7 +11,8 @@ import torch
 from matplotlib.axes import Axes
 
 from spectree.core.tree import DraftTree
-from spectree.replay.forest import Forest, rank_in_group
+from spectree.core.groups import rank_in_group
+from spectree.replay.forest import Forest
 
 ACCEPT_COLOR = "#2e7d32"
 ROOT_COLOR = "#d9d9d9"
@@ -184,7 +185,7 @@ def draw_kept_tree(forest: Forest, tree_id: int, kept: np.ndarray, K: int, expan
         height = min(0.34 * n_rows + 1.2, 14)
         fig, ax = plt.subplots(figsize=(max(1.6 * (d_max + 1) + 1.0, 6.5), height))
         fig.subplots_adjust(left=0.03, right=0.97, bottom=0.55 / height, top=1 - 0.45 / height)
-    is_kept, on_path = kept[rows], forest.cols["on_path"][rows]
+    is_kept, on_path = kept[rows], forest.on_path[rows]
     labels = node_labels(tree, tokenizer, 8)
     for i, p in enumerate(tree.parents.tolist()):
         if p < 0:

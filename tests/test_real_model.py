@@ -34,7 +34,7 @@ def test_tree_logits_match_sequential_logits_on_smollm2(smollm2_pair):
 
 def test_greedy_tree_decoding_matches_hf_generate_on_ten_prompts(smollm2_pair):
     prompts = load_prompts("mtbench", 5) + load_prompts("humaneval", 5)
-    runs = run_strategies(smollm2_pair, prompts, STRATEGIES, 32, warmup=False)
+    runs = run_strategies(smollm2_pair, prompts, {s: parse_strategy(s) for s in STRATEGIES}, 32, warmup=False)
     mismatches = find_mismatches(smollm2_pair, runs, prompts)
     assert not mismatches, mismatches
     assert sum(r.strategy != HF for r in runs) == len(prompts) * len(STRATEGIES)
@@ -50,7 +50,7 @@ def test_greedy_decoding_on_packed_kernels_matches_stock_hf_generate():
     pair = load_pair("smollm2-135m-instruct+edd:smollm2-edd@8192", packed=True)
     prompts = load_prompts("mtbench", 3) + load_prompts("humaneval", 3)
     specs = ["chain:k=2", "eagle2:K=4,d_max=4,N=8", "pct:ratio=0.2"]
-    runs = run_strategies(pair, prompts, specs, 32, warmup=False)
+    runs = run_strategies(pair, prompts, {s: parse_strategy(s) for s in specs}, 32, warmup=False)
     assert sum(r.strategy == HF_PACKED for r in runs) == len(prompts)
     mismatches = find_mismatches(pair, runs, prompts)
     assert not mismatches, mismatches

@@ -1,4 +1,4 @@
-"""Prepacked linears (`spectree.kernels`): same products, same parameters, lossless decoding on them."""
+"""Prepacked linears (`spectree.core.kernels`): same products, same parameters, lossless decoding on them."""
 import pytest
 import torch
 from helpers import tiny_llama

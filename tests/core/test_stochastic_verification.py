@@ -172,7 +172,8 @@ def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy
     columns["parents"] = torch.where(parents >= 0, local[parents.clamp(min=0)], parents)
     target = sampling.probs(world.target_logits[codes[order]])
     out = Forest(columns, all_dists[order], target, starts.tolist(), ends.tolist(), prefix_len)
-    check_forest(out, forest, all_dists, policy)
+    if not sampling.greedy:  # the draft distributions are recorded only when children are sampled
+        check_forest(out, forest, all_dists, policy)
     return out
 
 

@@ -138,7 +138,8 @@ class Explorer:
         try:
             policy = self.policy()
             growth = grow_forest(self.forest, policy)
-            self._kept, self._expanded, self._policy_K = growth.kept, growth.fed, policy.K
+            roots = self.forest.cols["parents"] < 0  # offered children from the last committed token's forward
+            self._kept, self._expanded, self._policy_K = growth.kept, growth.fed | roots, policy.K
             numbers = ex.score(self.forest, policy, self.cost, growth)
             values.update({k: numbers[k] for k in ("tau", "gamma", "tau_per_gamma", "speedup", "step_ms",
                                                    "ms_per_token", "steps")})

@@ -66,9 +66,12 @@ Policies = Union[Sequence[Policy], Mapping[str, Policy]]  # policies, or {label:
 
 def labelled(policies: Policies) -> dict[str, Policy]:
     """{label: policy}: the given labels, or each policy's spec."""
-    if isinstance(policies, Mapping):
-        return dict(policies)
-    return {p.spec: p for p in policies}
+    items = list(policies.items()) if isinstance(policies, Mapping) else [(None, p) for p in policies]
+    for label, policy in items:
+        if not callable(getattr(policy, "select", None)):
+            raise SpectreeError(f"{label or policy!r}: expected a Policy (parse a spec with strategies.parse_strategy), "
+                                f"got {type(policy).__name__}")
+    return {label or policy.spec: policy for label, policy in items}
 
 
 def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_tokens: int,

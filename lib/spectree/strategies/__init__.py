@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 import math
 import typing
-from dataclasses import MISSING
 from typing import Any, Callable, Union
 
 from spectree.core.errors import SpectreeError
@@ -98,14 +97,6 @@ def parse_strategy(spec: str) -> Policy:
     return REGISTRY[name](**{k: _convert(name, k, v, types[k]) for k, v in texts.items()})
 
 
-def defaults(name: str) -> dict[str, Any]:
-    """The default spec parameters of a registered strategy."""
-    factory = REGISTRY[name]
-    if not inspect.isclass(factory):
-        return {}
-    return {f.name: f.default for f in spec_fields(factory) if f.default is not MISSING}
-
-
-__all__ = ["Policy", "REGISTRY", "split_spec", "parse_strategy", "spec_types", "defaults", "C2T", "CAPE", "Chain",
+__all__ = ["Policy", "REGISTRY", "split_spec", "parse_strategy", "spec_types", "C2T", "CAPE", "Chain",
            "DySpec", "DySpecThreshold", "Eagle2", "EntropyBranching", "NaiveWidth", "PCT", "Sequoia", "VCT", "Kary",
            "Sequences", "StaticShape", "autoregressive"]

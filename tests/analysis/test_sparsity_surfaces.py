@@ -79,8 +79,12 @@ def test_block_sparse_attention_equals_dense_masked_sdpa_in_both_orders():
 
 
 def test_timing_table_has_both_orders_and_equal_block_ratios():
-    times = sparsity.time_orders([40], reps=1, heads=2, head_dim=8, block=8, device=torch.device("cpu"))
+    times = sparsity.time_orders([40], reps=3, heads=2, head_dim=8, block=8, device=torch.device("cpu"))
     assert sorted(times.order) == ["dfs", "original"] and bool((times.dense_ms > 0).all())
+    for kernel in ("dense", "sparse"):  # the median lies within the spread of the rounds
+        assert bool((times[f"{kernel}_ms_min"] <= times[f"{kernel}_ms"]).all())
+        assert bool((times[f"{kernel}_ms"] <= times[f"{kernel}_ms_max"]).all())
+    assert (times.reps == 3).all()
     ratios = sparsity.timing_ratios(times)
     assert ratios.blocks.iloc[0] >= 1.0
 
@@ -96,32 +100,6 @@ def test_random_points_cover_the_papers_ranges():
     pts = surfaces.random_points(2000, seed=0)
     assert pts.P.between(0, 1).all() and pts.H.between(0, 10).all()
     assert set(pts.d.unique()) == set(range(11))
-
-
-def _claims(model):
-    pdep = surfaces.partial_dependence(model, surfaces.random_points(300), grid=11)
-    claims = surfaces.surface_claims(pdep, surfaces.surface_table(model, 25))
-    return {c["name"].split(" (")[0]: c["verdict"] for c in claims}
-
-
-def test_verdicts_of_a_classifier_built_like_the_papers_reading():
-    verdicts = _claims(surfaces.hand_set_classifier(8.0, 0.3, -0.4, bias=-3.0))
-    assert set(verdicts.values()) == {"holds"}, verdicts
-
-
-def test_verdicts_flip_when_entropy_and_depth_act_the_other_way():
-    verdicts = _claims(surfaces.hand_set_classifier(8.0, -0.3, 0.4, bias=-3.0))
-    assert verdicts["joint probability P dominates the classifier"] == "holds"
-    assert verdicts["high entropy raises confidence at low P"] == "does not hold"
-    assert verdicts["shallower depth raises confidence at low P"] == "does not hold"
-
-
-def test_flat_features_are_inconclusive_and_a_weak_p_does_not_dominate():
-    verdicts = _claims(surfaces.hand_set_classifier(6.0, 0.0, 0.0))
-    assert verdicts["high entropy raises confidence at low P"] == "inconclusive"
-    assert verdicts["shallower depth raises confidence at low P"] == "inconclusive"
-    verdicts = _claims(surfaces.hand_set_classifier(0.1, 0.0, -1.0))
-    assert verdicts["joint probability P dominates the classifier"] == "does not hold"
 
 
 def test_scatter_colour_is_min_max_normalised_logit():

@@ -1,6 +1,5 @@
-"""Replay sweeps on a tiny logbook: score / sweep tables, unreplayable specs reported, claims and verdicts,
+"""Replay sweeps on a tiny logbook: score / sweep tables, unreplayable specs reported, claims (too few prompts),
 per-category totals, the C2T helper and the standard spec lists."""
-import pandas as pd
 import pytest
 from helpers import tiny_llama
 
@@ -71,20 +70,18 @@ def test_unreplayable_specs_are_reported_not_raised(logbook):
     assert table[table.spec == "chain:k=2"].replayable.all()
 
 
-def test_claim_verdicts_and_summary():
-    assert [claims_mod.claim("x", "p", 1.0, h)["verdict"] for h in (True, False, None)] == list(claims_mod.VERDICTS)
-    assert set(claims_mod.claim("x", "p", 1.0, True)) == {"name", "paper", "ours", "verdict"}
-    summary = claims_mod.claims_summary([claims_mod.claim("x", "p", 1, True), claims_mod.claim("y", "p", 2, None)])
-    assert summary["claims_tally"] == "1 holds, 0 does not hold, 1 inconclusive" and len(summary["claims"]) == 2
-
-
 def test_standard_claims_on_a_sweep(logbook):
     specs = sweeps.standard_sweeps(K=4, d_max=4, depth=3, Ns=(3, 6), budgets=(4, 6), widths=(1, 2))
     table = sweeps.sweep(logbook, specs)
     claims = claims_mod.collect_claims(table)
-    assert len(claims) == 7 and all(c["verdict"] in claims_mod.VERDICTS for c in claims)
-    c2t = claims[0]  # no classifier: no C2T rows, so nothing to compare
-    assert c2t["verdict"] == "inconclusive"
+    assert len(claims) == 7 and {c["verdict"] for c in claims} == {"inconclusive"}  # 4 prompts: too few to tell
+    assert claims[0]["n"] == 0  # no classifier: no C2T rows, so nothing to compare
+    assert {c["n"] for c in claims[1:]} <= {0, len(PROMPTS)} and claims[1]["n"] == len(PROMPTS)
+    assert all(c["rule"] for c in claims)
+    row = sweeps.scored(table, "chain_table3", "chain", stop="dymax").iloc[0]
+    assert set(row.by_prompt) == {p.key for p in PROMPTS}
+    assert sum(s["steps"] for s in row.by_prompt.values()) == row.steps
+    assert sum(s["tau"] for s in row.by_prompt.values()) == pytest.approx(row.tau * row.steps)
     dymax = sweeps.scored(table, "chain_table3", "chain", stop="dymax")
     assert len(dymax) == 1 and dymax.params.iloc[0]["threshold"] == 0.3
 
@@ -136,31 +133,3 @@ def test_sweep_figures_and_csv(logbook, tmp_path, monkeypatch):
     cats = sweeps.per_category(logbook, Chain(k=3))
     assert len(plots_sweeps.plot_per_category(cats).axes) == 2
     assert figures.save_csv(table.drop(columns="params"), "sweep", "nb").read_text().startswith("group,spec")
-
-
-def test_speed_claims_judge_tree_construction_at_every_temperature():
-    from spectree.speed.tables import speed_claims
-
-    greedy = pd.DataFrame({"method": ["HF generate", "AR (our loop)", "chain-5", "VCT"], "speedup": [1.0, 0.9, 0.4, 0.1],
-                           "tree_frac": [0.0, 0.001, 0.03, 0.02], "tau": [1.0, 1.0, 1.2, 1.4],
-                           "gamma": [0.0, 0.0, 5.0, 363.0], "ms_per_token": [70.0, 75.0, 180.0, 900.0],
-                           "tokens_per_s": [14.0, 13.0, 5.5, 1.1]})
-    sampled = greedy.assign(tree_frac=[0.0, 0.001, 0.03, 0.061])
-    tree = {c["name"]: c for c in speed_claims({0.0: greedy})}["tree construction ≤ 5% of decoding time for every policy"]
-    assert tree["verdict"] == "holds"
-    tree = {c["name"]: c for c in speed_claims({0.0: greedy, 0.6: sampled})}[tree["name"]]
-    assert tree["verdict"] == "does not hold" and tree["ours"] == "max 6.1% (VCT, T = 0.6)"
-
-
-
-def test_speed_claims_separate_the_kernels_gain_from_speculation():
-    from spectree.speed.tables import speed_claims
-
-    t = pd.DataFrame({"method": ["HF generate", "HF generate, packed kernels", "AR (our loop)", "chain-2"],
-                      "speedup": [1.0, 1.18, 1.13, 1.31], "speedup_same_kernels": [0.85, 1.0, 0.96, 1.11],
-                      "tree_frac": [0.0, 0.0, 0.001, 0.02], "tau": [1.0, 1.0, 1.0, 1.5], "gamma": [0.0, 0.0, 0.0, 2.0],
-                      "ms_per_token": [55.0, 46.5, 48.8, 42.0], "tokens_per_s": [18.1, 21.5, 20.5, 23.8]})
-    claims = {c["name"]: c for c in speed_claims({0.0: t})}
-    assert claims["best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)"]["verdict"] == "holds"
-    alone = claims["best strategy ≥ 1.3× HF generate on the same packed kernels (speculation alone)"]
-    assert alone["verdict"] == "does not hold" and alone["ours"] == "chain-2: 1.11×"

@@ -156,18 +156,12 @@ def _report(top1_by_ds: dict, tau: float) -> dict:
             "by_dataset": {ds: {"top1_by_position": v} for ds, v in top1_by_ds.items()}}
 
 
-def test_draft_claims_and_ablation_table_by_hand():
-    from spectree.analysis.acceptance import ablation_table, draft_claims
+def test_ablation_table_by_hand():
+    """The ablation table (draft_claims' verdicts are tested with real counts in tests/analysis/test_claims.py)."""
+    from spectree.analysis.acceptance import ablation_table
 
     reports = {"edd": _report({"mtbench": [0.6, 0.5], "humaneval": [0.4, 0.3]}, 2.3),
-               "vdm": _report({"mtbench": [0.3, 0.2], "humaneval": [0.41, 0.1]}, 1.5),
-               "base": _report({"mtbench": [0.2, 0.1]}, 1.4), "ce": _report({"mtbench": [0.1, 0.1]}, 1.2)}
-    claims = draft_claims(reports, "edd", "vdm", {"ce": "ce", "absent": "nope"}, "base")
-    assert [c["verdict"] for c in claims] == ["holds", "holds", "does not hold", "holds", "inconclusive"]
-    assert claims[2]["ours"] == "min gap -0.010"
-    equal = draft_claims(reports, "edd", "vdm", {}, "base", equal_budget=("vdm", "base"))  # only mtbench in both
-    assert [c["verdict"] for c in equal] == ["holds", "holds", "does not hold", "holds"] and equal[3]["ours"] == "min gap +0.100"
-    assert draft_claims(reports, "edd", "vdm", {}, "base", equal_budget=("edd", "gone"))[3]["verdict"] == "inconclusive"
+               "ce": _report({"mtbench": [0.1, 0.1]}, 1.2)}
     table = ablation_table(reports, {"EDD": "edd", "CE": "ce", "gone": "nope"})
     assert list(table.index) == ["EDD", "CE"] and table.loc["CE", "tau_chain"] == 1.2
     assert table.loc["EDD", "top1@2"] == 0.5

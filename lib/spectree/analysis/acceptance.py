@@ -16,6 +16,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from spectree.analysis.claims import (Evidence, all_of, bootstrap_rule, claim, pooled, pooled_difference,
+                                      proportion_rule, unscored)
 from spectree.core.decode import greedy_continuation, walk_continuation
 from spectree.core.errors import SpectreeError
 from spectree.core.metrics import tau
@@ -61,29 +63,38 @@ def chain_taus(agree: np.ndarray, k: int) -> list[int]:
 
 
 def acceptance_report(models, prompts: list[Prompt], max_new_tokens: int = 128, depth: int = 5) -> dict:
-    """top1_by_position (list, positions 1..depth), tau_chain (chain-`depth` greedy τ), per prompt set."""
+    """top1_by_position (list, positions 1..depth) and the agreements it counts (top1_agree, out of
+    `positions` each), tau_chain (chain-`depth` greedy τ), and the same counts per prompt (`by_prompt`:
+    positions, agree, tau_sum, steps), which the claims resample."""
     target, draft, tok = models
-    mats, taus = [], []
+    by_prompt = {}
     for prompt in tqdm(prompts, desc="acceptance", unit="prompt"):
         agree = forced_chain_agreement(target, draft, chat_ids(tok, prompt.text), max_new_tokens, depth,
                                        (tok.eos_token_id,))
-        mats.append(agree)
-        taus += chain_taus(agree, depth)
-    allrows = np.concatenate(mats) if mats else np.zeros((0, depth), dtype=bool)
-    return {"top1_by_position": allrows.mean(0).round(4).tolist(), "tau_chain": float(np.mean(taus)),
-            "positions": int(len(allrows)), "steps": len(taus), "prompts": len(prompts),
-            "max_new_tokens": max_new_tokens}
+        taus = chain_taus(agree, depth)
+        by_prompt[prompt.key] = {"positions": int(len(agree)), "agree": agree.sum(0).astype(int).tolist(),
+                                 "tau_sum": int(sum(taus)), "steps": len(taus)}
+    return pooled_report(by_prompt, depth, len(prompts), max_new_tokens)
+
+
+def pooled_report(by_prompt: dict[str, dict], depth: int, prompts: int, max_new_tokens: int) -> dict:
+    """A report from per-prompt counts {key: {positions, agree (per draft position), tau_sum, steps}}:
+    agreement pooled over positions, τ over chain steps."""
+    pos = sum(p["positions"] for p in by_prompt.values())
+    agree = np.sum([p["agree"] for p in by_prompt.values()], axis=0) if by_prompt else np.zeros(depth, dtype=int)
+    steps = sum(p["steps"] for p in by_prompt.values())
+    return {"top1_by_position": (agree / pos).round(4).tolist() if pos else [float("nan")] * depth,
+            "top1_agree": [int(a) for a in agree],
+            "tau_chain": sum(p["tau_sum"] for p in by_prompt.values()) / steps if steps else float("nan"),
+            "positions": int(pos), "steps": int(steps), "prompts": prompts, "max_new_tokens": max_new_tokens,
+            "by_prompt": by_prompt}
 
 
 def combine_reports(reports: list[dict]) -> dict:
     """Pool per-prompt-set reports (agreement weighted by positions, τ by chain steps)."""
-    pos = np.array([r["positions"] for r in reports])
-    steps = np.array([r["steps"] for r in reports])
-    top1 = (np.array([r["top1_by_position"] for r in reports]) * pos[:, None]).sum(0) / pos.sum()
-    return {"top1_by_position": top1.round(4).tolist(),
-            "tau_chain": float((np.array([r["tau_chain"] for r in reports]) * steps).sum() / steps.sum()),
-            "positions": int(pos.sum()), "steps": int(steps.sum()), "prompts": sum(r["prompts"] for r in reports),
-            "max_new_tokens": reports[0]["max_new_tokens"]}
+    by_prompt = {k: v for r in reports for k, v in r["by_prompt"].items()}
+    return pooled_report(by_prompt, len(reports[0]["top1_by_position"]), sum(r["prompts"] for r in reports),
+                   reports[0]["max_new_tokens"])
 
 
 def acceptance_table(pairs: list[str], prompts: list[Prompt], max_new_tokens: int, depth: int = 5
@@ -125,27 +136,64 @@ def _min_gap(e: Optional[dict], v: Optional[dict]) -> Optional[float]:
                for a, c in zip(e["by_dataset"][ds]["top1_by_position"], v["by_dataset"][ds]["top1_by_position"]))
 
 
+def _paired(a: dict, b: dict) -> list[dict]:
+    """The per-prompt counts of two reports on the prompts both scored, in one order."""
+    keys = sorted(set(a.get("by_prompt", {})) & set(b.get("by_prompt", {})))
+    return [[r["by_prompt"][k] for k in keys] for r in (a, b)]
+
+
+def _agreement_above(e: dict, v: dict) -> Evidence:
+    """EDD's top-1 agreement above VDM's at every draft position of every dataset both scored: per (dataset,
+    position), the pooled agreement difference paired over the dataset's prompts."""
+    parts = []
+    for ds in (d for d in e["by_dataset"] if d in v["by_dataset"]):
+        pe, pv = _paired(e["by_dataset"][ds], v["by_dataset"][ds])
+        for k in range(len(e["top1_by_position"])):
+            samples = [[p["agree"][k] for p in pe], [p["positions"] for p in pe],
+                       [p["agree"][k] for p in pv], [p["positions"] for p in pv]]
+            parts.append(bootstrap_rule(samples, pooled_difference, 0.0, "the top-1 agreement difference",
+                                        strict=True))
+    return all_of(parts, f"{parts[0].rule}, at every position of every dataset" if parts else None)
+
+
+def _tau_versus(a: dict, b: dict, what: str) -> Evidence:
+    """Chain τ of report a below report b's, paired over their prompts."""
+    pa, pb = _paired(a, b)
+    samples = [[p[c] for p in side] for side in (pa, pb) for c in ("tau_sum", "steps")]
+    return bootstrap_rule(samples, pooled_difference, 0.0, what, above=False, strict=True)
+
+
 def draft_claims(reports: dict, edd: str, vdm: str, ablations: dict[str, str], base: str,
                  equal_budget: Optional[tuple[str, str]] = None) -> list[dict]:
-    """Verdicts on the draft bars (EDD top-1 at position 1 ≥ 0.5, chain-5 τ ≥ 2.2, EDD above VDM at every
-    position on every dataset — shipped against shipped, and for `equal_budget` = (EDD, VDM) trained alike)
-    and on EDD Table 3's draft ablations (each one below the equal-budget EDD `base`); a claim whose pairs
-    were not scored is inconclusive."""
-    from spectree.analysis.claims import claim
+    """Verdicts on the draft bars and EDD Table 3's ablations, each by a stated rule:
 
+    - EDD top-1 agreement at position 1 ≥ 0.5: its Wilson interval over the counted tokens;
+    - EDD chain-5 τ ≥ 2.2: a bootstrap over prompts of the pooled τ;
+    - EDD above VDM at every position on every dataset (shipped against shipped, and for `equal_budget` =
+      (EDD, VDM) trained alike): per (dataset, position) a paired bootstrap over prompts of the difference;
+    - each ablation below the equal-budget EDD `base`: a paired bootstrap over prompts of the τ difference.
+    A claim whose pairs were not scored is inconclusive (n = 0)."""
     e, b = reports.get(edd), reports.get(base)
-    out = [claim("EDD top-1 agreement at draft position 1", "≥ 0.50 (goal 0.70)",
-                 e and e["top1_by_position"][0], e and e["top1_by_position"][0] >= 0.5),
-           claim("EDD chain-5 greedy τ", "≥ 2.2", e and round(e["tau_chain"], 3), e and e["tau_chain"] >= 2.2)]
+    first = e and e["top1_by_position"][0]
+    out = [claim("EDD top-1 agreement at draft position 1", "≥ 0.50 (goal 0.70)", first,
+                 proportion_rule(e.get("top1_agree", [0])[0], e.get("positions", 0), 0.5,
+                                 "the position-1 agreement") if e else unscored(f"{edd} not scored")),
+           claim("EDD chain-5 greedy τ", "≥ 2.2", e and round(e["tau_chain"], 3),
+                 bootstrap_rule([[p[c] for p in e.get("by_prompt", {}).values()] for c in ("tau_sum", "steps")],
+                                pooled, 2.2, "the chain τ") if e else unscored(f"{edd} not scored"))]
     versus = {"EDD above VDM at every draft position, every dataset": (edd, vdm)}
     if equal_budget:
-        versus["EDD above VDM at every draft position, every dataset, equal budget (same data, steps, seed)"] = equal_budget
+        same = "EDD above VDM at every draft position, every dataset, equal budget (same data, steps, seed)"
+        versus[same] = equal_budget
     for what, (ours, peer) in versus.items():
-        gap = _min_gap(reports.get(ours), reports.get(peer))
-        out.append(claim(what, "EDD > VDM", None if gap is None else f"min gap {gap:+.3f}", None if gap is None else gap > 0))
+        a, p = reports.get(ours), reports.get(peer)
+        gap = _min_gap(a, p)
+        out.append(claim(what, "EDD > VDM", None if gap is None else f"min gap {gap:+.3f}",
+                         _agreement_above(a, p) if a and p else unscored(f"{ours} or {peer} not scored")))
     for label, pair in ablations.items():
         a = reports.get(pair)
         out.append(claim(f"ablation '{label}' lowers chain-5 τ (EDD Table 3)", "τ below full EDD",
                          a and b and f"{a['tau_chain']:.3f} vs {b['tau_chain']:.3f}",
-                         a and b and a["tau_chain"] < b["tau_chain"]))
+                         _tau_versus(a, b, "τ(ablation) − τ(full EDD)") if a and b
+                         else unscored(f"{pair} or {base} not scored")))
     return out

@@ -5,32 +5,28 @@
 - DySpec Fig. 2: acceptance and target probability against draft probability (column-normalised histograms).
 - Gunjur et al. Fig. 1: entropy of matched vs mismatched draft tokens and the crossover entropy.
 
-The token table (`analysis_data.logbook_tokens`; `analysis_data.temperature_tokens` at T > 0) has one row
+The token table (`token_tables.logbook_tokens`; `token_tables.temperature_tokens` at T > 0) has one row
 per draft token: prompt, dataset, position, depth, rank (0 = most likely), token, p (draft probability), joint,
 entropy (nats, full vocabulary, of the distribution the token was drawn from), entropy_topm, confidence
 (max probability of that distribution), accept (greedy: 1 if the token is on the target's greedy path, else
 0; stochastic: min(1, T(x)/D(x))), target_prob, examined (its parent is on the greedy path, so a verifier
 would examine it) and chain (it lies on the draft's rank-0 chain from the root).
-Every claim is a dict {name, paper, ours, verdict, details}, verdict in VERDICTS.
+Every claim is built by `spectree.analysis.claims.claim` from one of its rules (verdict, rule, n, details).
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-VERDICTS = ("holds", "does not hold", "inconclusive")
+from spectree.analysis.claims import all_of, bootstrap_rule, claim, correlation_rule, interval_rule, mean_rule
+from spectree.analysis.claims import jsonable  # noqa: F401  (re-exported: the notebooks' summaries use it)
+
 ENTROPY_EDGES = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, math.inf)  # C2T Fig. 2: 0–1, …, 5–6, > 6 (nats)
 MATCH_EDGES = tuple(np.round(np.arange(0.0, 11.0 + 1e-9, 0.25), 2))  # Gunjur Fig. 1 histogram bins (nats)
-
-
-def claim(name: str, paper: str, ours: str, verdict: str, **details: Any) -> dict[str, Any]:
-    if verdict not in VERDICTS:
-        raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
-    return {"name": name, "paper": paper, "ours": ours, "verdict": verdict, "details": details}
 
 
 # --- token tables -----------------------------------------------------------------------------------------
@@ -90,29 +86,25 @@ def cell_matrix(cells: pd.DataFrame, value: str, masked: bool = True) -> pd.Data
     return data.pivot(index="entropy_bin", columns="rank", values=value).loc[order]
 
 
+def _top1_in(tokens: pd.DataFrame, lo: float, hi: float) -> pd.DataFrame:
+    return tokens[tokens.examined & (tokens["rank"] == 0) & (tokens.entropy > lo) & (tokens.entropy <= hi)]
+
+
 def top1_bias(tokens: pd.DataFrame, lo: float, hi: float) -> dict[str, float]:
     """Top-1 examined tokens with lo < entropy ≤ hi: count, mean p, acceptance, and the mean of accept − p
-    with its standard error."""
-    t = tokens[tokens.examined & (tokens["rank"] == 0) & (tokens.entropy > lo) & (tokens.entropy <= hi)]
+    with its standard error (scipy sem)."""
+    t = _top1_in(tokens, lo, hi)
     d = (t.accept - t.p).to_numpy()
-    se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.nan
     return {"count": len(d), "mean_p": float(t.p.mean()) if len(d) else math.nan,
             "accept": float(t.accept.mean()) if len(d) else math.nan,
-            "accept_minus_p": float(d.mean()) if len(d) else math.nan, "se": se}
-
-
-def _sign_verdict(mean: float, se: float, n: int, min_count: int, expect_positive: bool, z: float = 2.0) -> str:
-    """holds / does not hold when mean is more than z standard errors from 0 in the expected / other
-    direction; inconclusive otherwise or with fewer than min_count tokens."""
-    if n < min_count or not np.isfinite(mean) or not np.isfinite(se):
-        return "inconclusive"
-    score = (mean if expect_positive else -mean) / max(se, 1e-12)
-    return "holds" if score > z else "does not hold" if score < -z else "inconclusive"
+            "accept_minus_p": float(d.mean()) if len(d) else math.nan,
+            "se": float(stats.sem(d)) if len(d) > 1 else math.nan}
 
 
 def c2t_claims(tokens: pd.DataFrame, cells: pd.DataFrame, high_above: float = 3.0, low_upto: float = 1.0,
                min_count: int = 30) -> list[dict[str, Any]]:
-    """C2T §3: top-1 under-estimated at high entropy (acceptance > p), over-estimated at low entropy."""
+    """C2T §3: top-1 under-estimated at high entropy (acceptance > p), over-estimated at low entropy (p >
+    acceptance); each judged by the 95% t interval of the mean of accept − p over at least min_count tokens."""
     top1 = cells[cells["rank"] == 1].set_index("entropy_bin")[["count", "mean_p", "accept", "diff"]]
     by_bin = {k: {c: None if pd.isna(v) else int(v) if c == "count" else round(float(v), 4) for c, v in row.items()}
               for k, row in top1.iterrows()}
@@ -122,12 +114,12 @@ def c2t_claims(tokens: pd.DataFrame, cells: pd.DataFrame, high_above: float = 3.
              f"entropy > {high_above:g}: top-1 acceptance above its probability (blue cells)"),
             ("C2T Fig. 2c: low entropy, top-1 over-estimated", -math.inf, low_upto, False,
              f"entropy ≤ {low_upto:g}: top-1 probability above its acceptance (red cells)")):
-        b = top1_bias(tokens, lo, hi)
-        verdict = _sign_verdict(b["accept_minus_p"], b["se"], b["count"], min_count, positive)
-        ours = (f"acceptance − p = {b['accept_minus_p']:+.3f} ± {b['se']:.3f} (acceptance {b['accept']:.3f}, "
-                f"p {b['mean_p']:.3f}, {b['count']} top-1 tokens)")
-        out.append(claim(name, text, ours, verdict, **b, top1_by_entropy_bin=by_bin,
-                         rule=f"±2 standard errors, at least {min_count} tokens"))
+        b, t = top1_bias(tokens, lo, hi), _top1_in(tokens, lo, hi)
+        ev = mean_rule(t.accept - t.p, 0.0, "mean(acceptance − p) of the top-1 tokens", above=positive,
+                       min_n=min_count)
+        ours = (f"acceptance − p = {b['accept_minus_p']:+.3f} (95% CI {ev.low:+.3f} to {ev.high:+.3f}; acceptance "
+                f"{b['accept']:.3f}, p {b['mean_p']:.3f}, {b['count']} top-1 tokens)")
+        out.append(claim(name, text, ours, ev, **b, top1_by_entropy_bin=by_bin))
     return out
 
 
@@ -156,24 +148,24 @@ def ece(confidence: Any, accept: Any, n_bins: int = 10) -> float:
 
 def ece_interval(confidence: Any, accept: Any, n_bins: int = 10, n_resamples: int = 1000, level: float = 0.95,
                  seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the ECE (tokens resampled with replacement, numpy, seeded)."""
+    """Percentile bootstrap interval of the ECE (tokens resampled with replacement; scipy bootstrap, seeded)."""
     conf, acc = np.asarray(confidence, dtype=float), np.asarray(accept, dtype=float)
     n = len(conf)
     if n == 0:
         return math.nan, math.nan
-    b = np.clip((conf * n_bins).astype(int), 0, n_bins - 1)
-    gap = acc - conf  # ECE = (1/N) Σ_b |Σ_{i in b} (acc_i − conf_i)|
-    rng = np.random.default_rng(seed)
-    chunk = max(1, 2_000_000 // n)
-    values = []
-    for start in range(0, n_resamples, chunk):
-        r = min(chunk, n_resamples - start)
-        idx = rng.integers(0, n, size=(r, n))
-        keys = (np.arange(r)[:, None] * n_bins + b[idx]).ravel()
-        sums = np.bincount(keys, gap[idx].ravel(), r * n_bins).reshape(r, n_bins)
-        values.append(np.abs(sums).sum(1) / n)
-    values = np.concatenate(values)
-    return float(np.quantile(values, (1 - level) / 2)), float(np.quantile(values, (1 + level) / 2))
+    bins = np.clip((conf * n_bins).astype(int), 0, n_bins - 1).astype(float)
+
+    def resampled_ece(gap: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        """ECE = (1/N) Σ_b |Σ_{i in b} (acc_i − conf_i)| of every resample (rows of the leading axes)."""
+        shape, rows = gap.shape[:-1], int(np.prod(gap.shape[:-1]))
+        keys = (np.arange(rows)[:, None] * n_bins + b.reshape(rows, n).astype(int)).ravel()
+        sums = np.bincount(keys, gap.reshape(rows, n).ravel(), rows * n_bins).reshape(rows, n_bins)
+        return (np.abs(sums).sum(1) / n).reshape(shape)
+
+    res = stats.bootstrap((acc - conf, bins), resampled_ece, paired=True, vectorized=True, axis=-1,
+                          confidence_level=level, n_resamples=n_resamples, batch=max(1, 2_000_000 // n),
+                          method="percentile", rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def calibration_stats(confidence: Any, accept: Any, n_bins: int = 10, n_resamples: int = 1000) -> dict[str, Any]:
@@ -183,15 +175,16 @@ def calibration_stats(confidence: Any, accept: Any, n_bins: int = 10, n_resample
 
 
 def calibration_claim(name: str, paper: str, st: dict[str, Any], tolerance: float = 0.05,
-                      paper_ece: Optional[float] = None) -> dict[str, Any]:
-    """'well calibrated' from calibration_stats: holds if the whole 95% interval of the ECE is ≤ tolerance,
-    does not hold if it is all above, inconclusive otherwise (or without tokens)."""
+                      paper_ece: Optional[float] = None, min_count: int = 100) -> dict[str, Any]:
+    """'well calibrated' from calibration_stats: holds if the whole 95% bootstrap interval of the ECE is ≤
+    tolerance, does not hold if it is all above; inconclusive otherwise or below min_count tokens (the ECE of
+    a few tokens is biased upwards)."""
     lo, hi, n = st["ci_low"], st["ci_high"], st["tokens"]
-    verdict = "inconclusive" if n == 0 else "holds" if hi <= tolerance else "does not hold" if lo > tolerance \
-        else "inconclusive"
+    ev = interval_rule(st["ece"], lo, hi, tolerance, n, "the ECE", above=False, min_n=min_count, unit="tokens",
+                       method="95% bootstrap")
     extra = {} if paper_ece is None else {"paper_ece": paper_ece, "paper_ece_in_interval": bool(lo <= paper_ece <= hi)}
-    return claim(name, paper, f"ECE {st['ece']:.3f} (95% CI {lo:.3f}–{hi:.3f}, {n} tokens)", verdict, **st,
-                 tolerance=tolerance, rule=f"95% CI of the ECE below {tolerance:g}", **extra)
+    return claim(name, paper, f"ECE {st['ece']:.3f} (95% CI {lo:.3f}–{hi:.3f}, {n} tokens)", ev, **st,
+                 tolerance=tolerance, **extra)
 
 
 def calibration_diagrams(tokens: pd.DataFrame, n_bins: int = 10, classifier: Optional[np.ndarray] = None,
@@ -258,25 +251,26 @@ def spearman(x: Any, y: Any) -> tuple[float, float]:
     return float(res.statistic), float(res.pvalue)
 
 
-def dyspec_claims(tokens: pd.DataFrame, label: str, strong: float = 0.5, weak: float = 0.3,
-                  alpha: float = 0.01) -> list[dict[str, Any]]:
-    """DySpec §3 on the examined tokens: acceptance rises with draft probability (ρ > 0, p < alpha) and
-    draft and target probabilities are strongly correlated (ρ ≥ strong holds, < weak does not hold)."""
+def dyspec_claims(tokens: pd.DataFrame, label: str, strong: float = 0.5, alpha: float = 0.01,
+                  min_count: int = 30) -> list[dict[str, Any]]:
+    """DySpec §3 on the examined tokens: acceptance rises with draft probability (the (1 − alpha) interval of
+    Spearman ρ above 0) and draft and target probabilities are strongly correlated (the 95% interval of ρ ≥
+    strong); Fisher-z intervals of ρ, at least min_count tokens."""
     t = tokens[tokens.examined]
     rho_a, p_a = spearman(t.p, t.accept)
     rho_t, p_t = spearman(t.p, t.target_prob)
-    rises = "inconclusive" if not np.isfinite(p_a) or p_a >= alpha else "holds" if rho_a > 0 else "does not hold"
-    corr = "inconclusive" if not np.isfinite(rho_t) else "holds" if rho_t >= strong \
-        else "does not hold" if rho_t < weak else "inconclusive"
+    rises = correlation_rule(t.p, t.accept, 0.0, "Spearman ρ(p, acceptance)", strict=True, min_n=min_count,
+                             level=1 - alpha)
+    corr = correlation_rule(t.p, t.target_prob, strong, "Spearman ρ(p, target p)", min_n=min_count)
     n = len(t)
     return [claim(f"DySpec Fig. 2 left ({label}): acceptance rises with draft probability",
                   "Hypothesis 1: tokens of higher draft probability have a higher acceptance rate",
                   f"Spearman ρ(p, acceptance) = {rho_a:.3f} (p-value {p_a:.1e}, {n} tokens)", rises,
-                  rho=rho_a, p_value=p_a, tokens=n, rule=f"ρ > 0 with p-value < {alpha:g}"),
+                  rho=rho_a, p_value=p_a, tokens=n),
             claim(f"DySpec Fig. 2 right ({label}): draft and target probabilities strongly correlated",
                   "draft distribution strongly correlated with the target distribution",
-                  f"Spearman ρ(p, target p) = {rho_t:.3f} (p-value {p_t:.1e}, {n} tokens)", corr,
-                  rho=rho_t, p_value=p_t, tokens=n, rule=f"ρ ≥ {strong:g} holds, ρ < {weak:g} does not hold")]
+                  f"Spearman ρ(p, target p) = {rho_t:.3f} (95% CI {corr.low:.3f}–{corr.high:.3f}, {n} tokens)", corr,
+                  rho=rho_t, p_value=p_t, tokens=n)]
 
 
 # --- Gunjur et al. Fig. 1: matched vs mismatched entropy ----------------------------------------------------
@@ -312,31 +306,48 @@ def crossover_entropy(rates: pd.DataFrame, min_count: int = 20) -> Optional[floa
     return float(c0 + (r0 - 0.5) / (r0 - r1) * (c1 - c0))
 
 
+def _crossover_of(edges: np.ndarray, min_count: int) -> Callable[[np.ndarray, np.ndarray], float]:
+    """crossover_entropy of a token sample as a number for the bootstrap: the last edge when match stays
+    likelier in every bin, NaN without a populated bin."""
+    def statistic(entropy: np.ndarray, match: np.ndarray) -> float:
+        rates = match_rate_by_entropy(entropy, match, edges)
+        if not (rates["count"] >= min_count).any():
+            return math.nan
+        cross = crossover_entropy(rates, min_count)
+        return float(edges[-1]) if cross is None else cross
+    return statistic
+
+
 def gunjur_claims(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Optional[float], paper_cutoff: float = 1.0,
-                  tolerance: float = 0.5, min_count: int = 20, alpha: float = 0.01) -> list[dict[str, Any]]:
-    """Gunjur et al. §3: mismatch becomes likelier than match above entropy ≈ 1 (the simple cutoff), and the
-    mismatch probability grows with entropy."""
+                  tolerance: float = 0.5, min_count: int = 20, alpha: float = 0.01, n_resamples: int = 1000
+                  ) -> list[dict[str, Any]]:
+    """Gunjur et al. §3: mismatch becomes likelier than match above entropy ≈ 1 (the 95% bootstrap interval of
+    the crossover over tokens within paper_cutoff ± tolerance; "never" counts as the last bin edge), and the
+    mismatch probability grows with entropy (the (1 − alpha) Fisher-z interval of Spearman ρ above 0)."""
     n = len(top1)
     populated = int((rates["count"] >= min_count).sum())
-    if populated == 0:
-        cross_verdict = "inconclusive"
-    elif crossover is None:
-        cross_verdict = "does not hold"
-    else:
-        cross_verdict = "holds" if abs(crossover - paper_cutoff) <= tolerance else "does not hold"
+    edges = np.r_[rates.lo.to_numpy(), rates.hi.iloc[-1]] if len(rates) else np.asarray(MATCH_EDGES)
+    what = "the crossover entropy"
+    low = bootstrap_rule([top1.entropy, top1.accept], _crossover_of(edges, min_count), paper_cutoff - tolerance,
+                         what, min_n=min_count, unit="tokens", n_resamples=n_resamples, vectorized=False)
+    high = interval_rule(low.estimate, low.low, low.high, paper_cutoff + tolerance, n, what, above=False,
+                         min_n=min_count, unit="tokens", method="95% bootstrap")
+    cross = all_of([low, high], f"95% bootstrap interval of {what} within {paper_cutoff:g} ± {tolerance:g} nats "
+                                f"(never crossing counts as {edges[-1]:g}), n ≥ {min_count} tokens")
+    grows = correlation_rule(top1.entropy, 1.0 - top1.accept, 0.0, "Spearman ρ(entropy, mismatch)", strict=True,
+                             min_n=min_count, level=1 - alpha)
     rho, pv = spearman(top1.entropy, 1.0 - top1.accept)
-    grows = "inconclusive" if not np.isfinite(pv) or pv >= alpha else "holds" if rho > 0 else "does not hold"
     cross_text = (f"none: no entropy bin with ≥ {min_count} tokens" if populated == 0 else
                   "never: match likelier in every bin" if crossover is None else f"{crossover:.2f} nats")
     return [claim("Gunjur Fig. 1: mismatch likelier than match above entropy ≈ 1",
                   f"crossover at entropy {paper_cutoff:g} (the simple cutoff)",
-                  f"crossover {cross_text} ({n} top-1 tokens)", cross_verdict, crossover=crossover,
-                  paper_cutoff=paper_cutoff, tolerance=tolerance, populated_bins=populated, tokens=n,
-                  overall_match_rate=float(top1.accept.mean()) if n else math.nan),
+                  f"crossover {cross_text} (95% CI {low.low:.2f}–{low.high:.2f}; {n} top-1 tokens)", cross,
+                  crossover=crossover, paper_cutoff=paper_cutoff, tolerance=tolerance, populated_bins=populated,
+                  tokens=n, overall_match_rate=float(top1.accept.mean()) if n else math.nan),
             claim("Gunjur Fig. 1: mismatch probability grows with entropy",
                   "mismatch probability of a drafted token increases with its entropy",
-                  f"Spearman ρ(entropy, mismatch) = {rho:.3f} (p-value {pv:.1e})", grows, rho=rho, p_value=pv,
-                  tokens=n)]
+                  f"Spearman ρ(entropy, mismatch) = {rho:.3f} (p-value {pv:.1e}, {n} tokens)", grows, rho=rho,
+                  p_value=pv, tokens=n)]
 
 
 def acceptance_report(tables: dict[str, pd.DataFrame]) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
@@ -348,19 +359,3 @@ def acceptance_report(tables: dict[str, pd.DataFrame]) -> tuple[list[dict[str, A
         rhos[name] = {"accept": rises["details"]["rho"], "target_prob": corr["details"]["rho"]}
     return claims, rhos
 
-
-def jsonable(obj: Any) -> Any:
-    """numpy scalars → Python numbers, NaN / inf → None, recursively (strict JSON for the summaries)."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def tally(claims: Sequence[dict[str, Any]]) -> str:
-    return ", ".join(f"{sum(c['verdict'] == v for c in claims)} {v}" for v in VERDICTS)

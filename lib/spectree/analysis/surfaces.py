@@ -6,8 +6,10 @@ grids with one feature fixed, partial dependence per feature, and verdicts on th
 3. at low P a shallower depth d raises the confidence, while at high P depth hardly matters.
 
 Ranges as in the paper: P ∈ [0, 1], H ∈ [0, 10] (nats, top-M entropy), d ∈ 0..10. Verdicts are on the
-confidence sigmoid(F) — the quantity compared with β — with a tolerance below which an effect is
-"inconclusive"; the 3-D scatter is coloured by the min-max normalised logit, as C2T Fig. 9 is.
+confidence sigmoid(F) — the quantity compared with β. The surfaces are a deterministic function of one trained
+classifier, so each reading is judged by `claims.tolerance_rule` (an effect within ± tolerance is
+"inconclusive"), with n the grid points it averages; the 3-D scatter is coloured by the min-max normalised
+logit, as C2T Fig. 9 is.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spectree.analysis.claims import claim, tolerance_rule
 from spectree.core.paths import artifact_path
 from spectree.strategies.c2t import (
     C2TClassifier,
@@ -31,7 +34,6 @@ from spectree.strategies.c2t import (
 
 RANGES = {"P": (0.0, 1.0), "H": (0.0, 10.0), "d": (0.0, 10.0)}
 FIXED = {"P": (0.1, 0.5, 0.9), "H": (1.0, 4.0, 8.0), "d": (1.0, 4.0, 8.0)}  # C2T Fig. 10's three panels
-VERDICTS = ("holds", "does not hold", "inconclusive")
 
 
 # --- the classifier -------------------------------------------------------------------------------------
@@ -132,23 +134,23 @@ def surface_gap(surf: pd.DataFrame, fixed: str, a: float, b: float, p_range: tup
     return float(rows[rows.value == a].confidence.mean() - rows[rows.value == b].confidence.mean())
 
 
+def _mesh_points(surf: pd.DataFrame, fixed: str, value: float, p_range: tuple[float, float]) -> int:
+    """Mesh points of one fixed-feature surface with P in p_range (the n a surface gap averages)."""
+    return int(((surf.fixed == fixed) & (surf.value == value) & surf.P.between(*p_range)).sum())
+
+
 # --- verdicts -------------------------------------------------------------------------------------------
 
-def verdict(effect: Optional[float], tolerance: float) -> str:
-    """"holds" if the effect is positive beyond the tolerance, "does not hold" if negative beyond it."""
-    if effect is None or not np.isfinite(effect) or abs(effect) <= tolerance:
-        return VERDICTS[2]
-    return VERDICTS[0] if effect > 0 else VERDICTS[1]
-
-
 def surface_claims(pdep: pd.DataFrame, surf: pd.DataFrame, tolerance: float = 0.01, low_p: float = 0.2,
-                   high_p: float = 0.8) -> list[dict]:
-    """The paper's readings of Fig. 9/10 against this classifier (confidence differences, tolerance as above).
+                   high_p: float = 0.8, points: Optional[int] = None) -> list[dict]:
+    """The paper's readings of Fig. 9/10 against this classifier, each a confidence difference judged by
+    `claims.tolerance_rule` (holds above +tolerance, does not hold below −tolerance):
 
-    - P dominates: P's partial-dependence range minus the larger of H's and d's.
-    - High H helps at low P: F(H=8) − F(H=1) over the fixed-H meshes with P ≤ low_p.
-    - Shallow helps at low P: F(d=1) − F(d=8) over the fixed-d meshes with P ≤ low_p.
-    - Depth matters less at high P: that gap at P ≤ low_p minus its size at P ≥ high_p.
+    - P dominates: P's partial-dependence range minus the larger of H's and d's (n: the random points averaged,
+      `points`, else the partial-dependence grid values);
+    - high H helps at low P: F(H=8) − F(H=1) over the fixed-H meshes with P ≤ low_p (n: mesh points);
+    - shallow helps at low P: F(d=1) − F(d=8) over the fixed-d meshes with P ≤ low_p;
+    - depth matters less at high P: that gap's size at P ≤ low_p minus its size at P ≥ high_p.
     """
     r = pd_ranges(pdep)
     h_lo, h_hi = min(FIXED["H"]), max(FIXED["H"])
@@ -157,24 +159,31 @@ def surface_claims(pdep: pd.DataFrame, surf: pd.DataFrame, tolerance: float = 0.
     h_gain = surface_gap(surf, "H", h_hi, h_lo, low)
     d_low, d_high = surface_gap(surf, "d", d_lo, d_hi, low), surface_gap(surf, "d", d_lo, d_hi, high)
     ranges = ", ".join(f"{f} {v:.3f}" for f, v in r.items())
+    n_pd = points or int(len(pdep))
+    n_h, n_d = _mesh_points(surf, "H", h_hi, low), _mesh_points(surf, "d", d_lo, low)
+    n_dd = min(n_d, _mesh_points(surf, "d", d_lo, high))
+    unit = "mesh points per surface"
     return [
-        {"name": "joint probability P dominates the classifier (C2T Fig. 9/10)",
-         "paper": "P has the greatest impact; the fixed-P surfaces are widely spaced",
-         "ours": f"partial-dependence range of the confidence: {ranges}",
-         "verdict": verdict(r["P"] - max(r["H"], r["d"]), tolerance)},
-        {"name": "high entropy raises confidence at low P (C2T Fig. 10, fixed H)",
-         "paper": "at low P the high-entropy surface lies above the low-entropy ones",
-         "ours": f"F(H={h_hi:g}) − F(H={h_lo:g}) = {h_gain:+.3f} (mean over P ≤ {low_p:g}, d ∈ [0, 10])",
-         "verdict": verdict(h_gain, tolerance)},
-        {"name": "shallower depth raises confidence at low P (C2T Fig. 10, fixed d)",
-         "paper": "at low P the surfaces diverge, shallower depths higher",
-         "ours": f"F(d={d_lo:g}) − F(d={d_hi:g}) = {d_low:+.3f} (mean over P ≤ {low_p:g}, H ∈ [0, 10])",
-         "verdict": verdict(d_low, tolerance)},
-        {"name": "depth matters little at high P (C2T Fig. 10, fixed d)",
-         "paper": "the fixed-d surfaces coincide and flatten at high P",
-         "ours": f"|F(d={d_lo:g}) − F(d={d_hi:g})|: {abs(d_low):.3f} at P ≤ {low_p:g}, "
-                 f"{abs(d_high):.3f} at P ≥ {high_p:g}",
-         "verdict": verdict(abs(d_low) - abs(d_high), tolerance)},
+        claim("joint probability P dominates the classifier (C2T Fig. 9/10)",
+              "P has the greatest impact; the fixed-P surfaces are widely spaced",
+              f"partial-dependence range of the confidence: {ranges}",
+              tolerance_rule(r["P"] - max(r["H"], r["d"]), tolerance, n_pd,
+                             "P's partial-dependence range − the larger of H's and d's",
+                             "random points" if points else "partial-dependence values")),
+        claim("high entropy raises confidence at low P (C2T Fig. 10, fixed H)",
+              "at low P the high-entropy surface lies above the low-entropy ones",
+              f"F(H={h_hi:g}) − F(H={h_lo:g}) = {h_gain:+.3f} (mean over P ≤ {low_p:g}, d ∈ [0, 10])",
+              tolerance_rule(h_gain, tolerance, n_h, f"F(H={h_hi:g}) − F(H={h_lo:g}) at P ≤ {low_p:g}", unit)),
+        claim("shallower depth raises confidence at low P (C2T Fig. 10, fixed d)",
+              "at low P the surfaces diverge, shallower depths higher",
+              f"F(d={d_lo:g}) − F(d={d_hi:g}) = {d_low:+.3f} (mean over P ≤ {low_p:g}, H ∈ [0, 10])",
+              tolerance_rule(d_low, tolerance, n_d, f"F(d={d_lo:g}) − F(d={d_hi:g}) at P ≤ {low_p:g}", unit)),
+        claim("depth matters little at high P (C2T Fig. 10, fixed d)",
+              "the fixed-d surfaces coincide and flatten at high P",
+              f"|F(d={d_lo:g}) − F(d={d_hi:g})|: {abs(d_low):.3f} at P ≤ {low_p:g}, "
+              f"{abs(d_high):.3f} at P ≥ {high_p:g}",
+              tolerance_rule(abs(d_low) - abs(d_high), tolerance, n_dd,
+                             f"|depth gap| at P ≤ {low_p:g} − |depth gap| at P ≥ {high_p:g}", unit)),
     ]
 
 

@@ -27,7 +27,8 @@ Logbook = list[LoggedPrompt]
 Policies = Union[Sequence[Policy], Mapping[str, Sequence[Policy]]]  # a list, or {group: list}
 STEP_COLUMNS = ["prompt", "dataset", "category", "position", "tau", "gamma", "depth"]  # a row per target forward
 TABLE_COLUMNS = ["group", "spec", "name", "dataset", "replayable", "tau", "gamma", "tau_per_gamma", "alpha",
-                 "accept_rate", "depth", "steps", "tokens", "candidates", "params", "reason"]
+                 "accept_rate", "depth", "steps", "tokens", "candidates", "params", "reason", "by_prompt"]
+# by_prompt: {prompt key: per-prompt sums (steps, tau, gamma, tau_drafted, depth)}, what claims resample
 
 
 def params_of(policy: Policy) -> dict[str, Any]:
@@ -58,17 +59,25 @@ def totals(steps: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def prompt_sums(steps: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per prompt: forwards (steps) and the sums of τ, γ, τ over drafted forwards and depth, so that any pooled
+    rate (τ, γ, α) can be recomputed on a resample of the prompts (`claims.compare`)."""
+    sums = steps.assign(steps=1, tau_drafted=steps.tau.where(steps.depth > 0, 0)).groupby("prompt", sort=True)[
+        ["steps", "tau", "gamma", "tau_drafted", "depth"]].sum()
+    return {str(k): {c: float(v) for c, v in row.items()} for k, row in sums.iterrows()}
+
+
 def score(source: Union[Logbook, Forest], policy: Policy) -> dict[str, Any]:
-    """τ, γ and the ratios of one policy over the logbook, with `by_dataset` totals when the prompts come from
-    several datasets. Not replayable → replayable False and the reason."""
+    """τ, γ and the ratios of one policy over the logbook, its per-prompt sums (`by_prompt`), and `by_dataset`
+    totals when the prompts come from several datasets. Not replayable → replayable False and the reason."""
     row: dict[str, Any] = {"spec": policy.spec, "name": policy.name, "params": params_of(policy)}
     try:
         steps = replay_steps(source, policy)
     except SpectreeError as err:
         return {**row, "replayable": False, "reason": str(err)}
-    row.update(replayable=True, reason="", **totals(steps))
+    row.update(replayable=True, reason="", **totals(steps), by_prompt=prompt_sums(steps))
     if steps.dataset.nunique() > 1:
-        row["by_dataset"] = {d: totals(g) for d, g in steps.groupby("dataset")}
+        row["by_dataset"] = {d: {**totals(g), "by_prompt": prompt_sums(g)} for d, g in steps.groupby("dataset")}
     return row
 
 

@@ -1,0 +1,348 @@
+"""One claim vocabulary and its rules: the rule helpers on inputs whose interval is known, and for every
+notebook 01–09 a claim function on fixed inputs that hold, do not hold, and are too small to tell."""
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spectree.analysis import claims as C
+from spectree.analysis import sparsity, stats, surfaces
+from spectree.analysis.acceptance import draft_claims, pooled_report
+from spectree.speed.bench import HF, Run
+from spectree.speed.tables import speed_claims
+
+LIB = Path(__file__).resolve().parents[2] / "lib" / "spectree"
+
+
+def verdicts(claims):
+    return [c["verdict"] for c in claims]
+
+
+# --- the vocabulary and the rules ---------------------------------------------------------------------------
+
+def test_only_claims_defines_the_vocabulary():
+    owners = [p.relative_to(LIB).as_posix() for p in LIB.rglob("*.py")
+              if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "VERDICTS" for t in n.targets)
+                     for n in ast.walk(ast.parse(p.read_text())))]
+    assert owners == ["analysis/claims.py"] and C.VERDICTS == ("holds", "does not hold", "inconclusive")
+
+
+def test_interval_rule_reads_the_whole_interval_against_the_bar():
+    rule = C.interval_rule
+    assert rule(0.6, 0.55, 0.65, 0.5, 100, "x").verdict == "holds"
+    assert rule(0.4, 0.35, 0.45, 0.5, 100, "x").verdict == "does not hold"
+    assert rule(0.52, 0.45, 0.6, 0.5, 100, "x").verdict == "inconclusive"  # the interval covers the bar
+    assert rule(0.4, 0.35, 0.45, 0.5, 100, "x", above=False).verdict == "holds"
+    assert rule(0.6, 0.55, 0.65, 0.5, 100, "x", above=False).verdict == "does not hold"
+    assert rule(0.5, 0.5, 0.6, 0.5, 100, "x").verdict == "holds"  # ≥ includes the bar ...
+    assert rule(0.5, 0.5, 0.6, 0.5, 100, "x", strict=True).verdict == "inconclusive"  # ... > does not
+    assert rule(0.5, 0.4, 0.5, 0.5, 100, "x", strict=True).verdict == "does not hold"
+    assert rule(0.6, 0.55, 0.65, 0.5, 7, "x", min_n=8, unit="prompts").verdict == "inconclusive"
+    assert rule(0.6, float("nan"), float("nan"), 0.5, 100, "x").verdict == "inconclusive"
+    ev = rule(0.6, 0.55, 0.65, 0.5, 7, "the rate", min_n=8, unit="prompts")
+    assert ev.rule == "95% interval of the rate ≥ 0.5, n ≥ 8 prompts" and ev.n == 7
+
+
+def test_proportion_rule_uses_the_wilson_interval():
+    ev = C.proportion_rule(700, 1000, 0.5, "agreement")
+    assert ev.verdict == "holds" and ev.low == pytest.approx(0.6709, abs=1e-4) and ev.n == 1000
+    assert C.proportion_rule(300, 1000, 0.5, "agreement").verdict == "does not hold"
+    small = C.proportion_rule(12, 22, 0.5, "agreement")  # 0.55, but its interval 0.35–0.73 covers the bar
+    assert small.verdict == "inconclusive" and small.low < 0.5 < small.high and small.n == 22
+    assert C.proportion_rule(0, 0, 0.5, "agreement").verdict == "inconclusive"
+
+
+def test_mean_correlation_and_tolerance_rules():
+    rng = np.random.default_rng(0)
+    assert C.mean_rule(rng.normal(0.3, 1, 400), 0.0, "d").verdict == "holds"
+    assert C.mean_rule(rng.normal(-0.3, 1, 400), 0.0, "d").verdict == "does not hold"
+    assert C.mean_rule(rng.normal(0.3, 1, 20), 0.0, "d", min_n=30).verdict == "inconclusive"
+    x = rng.random(300)
+    assert C.correlation_rule(x, x + 0.05 * rng.random(300), 0.5, "ρ").verdict == "holds"
+    assert C.correlation_rule(x, rng.random(300), 0.5, "ρ").verdict == "does not hold"
+    assert C.correlation_rule(x[:8], x[:8], 0.5, "ρ", min_n=10).verdict == "inconclusive"
+    assert C.tolerance_rule(0.05, 0.01, 900, "gap", "points").verdict == "holds"
+    assert C.tolerance_rule(-0.05, 0.01, 900, "gap", "points").verdict == "does not hold"
+    assert C.tolerance_rule(0.005, 0.01, 900, "gap", "points").verdict == "inconclusive"
+
+
+def test_bootstrap_rule_is_paired_seeded_and_needs_enough_prompts():
+    rng = np.random.default_rng(1)
+    a = rng.normal(3.0, 0.5, 12)  # prompts differ a lot, the paired difference little
+    b, ones = a - 0.2 + rng.normal(0, 0.02, 12), np.ones(12)
+    ev = C.bootstrap_rule([a, ones, b, ones], C.pooled_difference, 0.0, "τ(a) − τ(b)", strict=True)
+    assert ev.verdict == "holds" and 0 < ev.low < 0.2 < ev.high < 0.25 and ev.n == 12
+    assert ev == C.bootstrap_rule([a, ones, b, ones], C.pooled_difference, 0.0, "τ(a) − τ(b)", strict=True)
+    assert C.bootstrap_rule([b, ones, a, ones], C.pooled_difference, 0.0, "d", strict=True).verdict == "does not hold"
+    few = C.bootstrap_rule([a[:5], ones[:5], b[:5], ones[:5]], C.pooled_difference, 0.0, "d", strict=True)
+    assert few.verdict == "inconclusive" and few.n == 5 and "n ≥ 8 prompts" in few.rule
+
+
+def test_all_of_claim_summary_and_display():
+    yes, no, maybe = (C.Evidence(v, "r", n) for v, n in zip(C.VERDICTS, (10, 9, 3)))
+    assert C.all_of([yes, yes]).verdict == "holds" and C.all_of([yes, no, maybe]).verdict == "does not hold"
+    assert C.all_of([yes, maybe]).verdict == "inconclusive" and C.all_of([yes, maybe]).n == 3
+    assert C.all_of([]).verdict == "inconclusive" and C.unscored().n == 0
+    c = C.claim("x", "p", 1.0, maybe, extra=2)
+    assert {"name", "paper", "ours", "verdict", "rule", "n"} <= set(c) and c["details"] == {"extra": 2}
+    assert C.verdict_text(c) == "inconclusive (n = 3)" and C.verdict_text(C.claim("y", "p", 1, yes)) == "holds"
+    assert "x: INCONCLUSIVE (N = 3)" in C.claims_text([c]) and "rule:  r" in C.claims_text([c])
+    with pytest.raises(ValueError):
+        C.claim("x", "p", 1, C.Evidence("maybe", "r", 1))
+    summary = C.claims_summary([c, C.claim("y", "p", 2, yes), C.claim("z", "p", float("nan"), no)])
+    assert summary["claims_tally"] == "1 holds, 1 does not hold, 1 inconclusive"
+    assert json.dumps(summary, allow_nan=False) and summary["claims"][2]["ours"] is None
+
+
+# --- notebook 01: draft claims ------------------------------------------------------------------------------
+
+def _draft_report(rates, tau, prompts=10, positions=100, seed=0):
+    """A report over two datasets of `prompts` prompts each: per-position agreement `rates`, chain τ `tau`."""
+    rng = np.random.default_rng(seed)
+    by_set = {}
+    for ds in ("mtbench", "humaneval"):
+        by_prompt = {f"{ds}/{i}": {"positions": positions, "steps": 40,
+                                   "agree": [int(rng.binomial(positions, r)) for r in rates],
+                                   "tau_sum": int(round(40 * (tau + rng.normal(0, 0.05))))} for i in range(prompts)}
+        by_set[ds] = pooled_report(by_prompt, len(rates), prompts, 64)
+    whole = pooled_report({k: v for r in by_set.values() for k, v in r["by_prompt"].items()}, len(rates),
+                          2 * prompts, 64)
+    return {**whole, "by_dataset": by_set}
+
+
+def test_draft_claims_hold_fail_and_are_inconclusive_on_few_tokens():
+    good = {"edd": _draft_report([0.7, 0.5], 2.5), "vdm": _draft_report([0.4, 0.2], 1.6, seed=1),
+            "base": _draft_report([0.5, 0.3], 2.0, seed=2), "ce": _draft_report([0.3, 0.2], 1.6, seed=3)}
+    assert verdicts(draft_claims(good, "edd", "vdm", {"ce": "ce"}, "base")) == ["holds"] * 4
+    bad = {"edd": _draft_report([0.3, 0.2], 1.8), "vdm": _draft_report([0.5, 0.4], 2.0, seed=1),
+           "base": _draft_report([0.5, 0.3], 2.0, seed=2), "ce": _draft_report([0.6, 0.3], 2.4, seed=3)}
+    assert verdicts(draft_claims(bad, "edd", "vdm", {"ce": "ce"}, "base")) == ["does not hold"] * 4
+    tiny = {"edd": _draft_report([0.6, 0.5], 2.5, prompts=1, positions=5),
+            "vdm": _draft_report([0.2, 0.1], 1.2, prompts=1, positions=5, seed=1)}
+    claims = draft_claims(tiny, "edd", "vdm", {"ce": "absent"}, "base")
+    assert verdicts(claims) == ["inconclusive"] * 4
+    assert [c["n"] for c in claims] == [10, 2, 1, 0]
+    assert C.verdict_text(claims[0]) == "inconclusive (n = 10)"
+
+
+# --- notebook 02: replay-sweep claims -----------------------------------------------------------------------
+
+def _row(group, name, tau, gamma, prompts=10, seed=0, depth=3.0, **params):
+    """A scored sweep row with per-prompt sums around τ and γ (20 forwards per prompt)."""
+    rng = np.random.default_rng(seed)
+    taus = tau + rng.normal(0, 0.3, prompts)  # prompts differ; the policies' gap is paired
+    by_prompt = {f"p{i}": {"steps": 20.0, "tau": 20 * t, "gamma": 20.0 * gamma, "tau_drafted": 20 * t,
+                           "depth": 20 * depth} for i, t in enumerate(taus)}
+    return {"group": group, "name": name, "spec": f"{name}:{params}", "dataset": "all", "replayable": True,
+            "tau": float(taus.mean()), "gamma": gamma, "alpha": float(taus.mean()) / depth, "depth": depth,
+            "params": params, "by_prompt": by_prompt}
+
+
+def _chain_table(dyjoint_gain, c2t_gamma, prompts=10):
+    return pd.DataFrame([_row("chain_table3", "chain", 2.0, 5.0, prompts, stop="dymax"),
+                         _row("chain_table3", "chain", 2.0 + dyjoint_gain, 5.0, prompts, stop="dyjoint"),
+                         _row("chain_table3", "c2t", 2.0 + dyjoint_gain, c2t_gamma, prompts)])
+
+
+def test_chain_claims_hold_fail_and_need_eight_prompts():
+    assert verdicts(C.chain_claims(_chain_table(0.2, 4.0))) == ["holds", "holds"]
+    assert verdicts(C.chain_claims(_chain_table(-0.2, 6.0))) == ["does not hold", "does not hold"]
+    few = C.chain_claims(_chain_table(0.2, 4.0, prompts=5))
+    assert verdicts(few) == ["inconclusive", "inconclusive"] and [c["n"] for c in few] == [5, 5]
+    assert "paired bootstrap" in few[0]["rule"] and "n ≥ 8 prompts" in few[0]["rule"]
+
+
+def _c2t_table(c2t_gammas, prompts=10):
+    rows = [_row("c2t_fig4", "eagle2", t, g, prompts, N=g) for t, g in ((2.0, 10.0), (2.3, 20.0), (2.5, 40.0))]
+    rows += [_row("c2t_fig4", "c2t", t + 0.05, g, prompts, beta=b)
+             for t, g, b in zip((2.0, 2.3, 2.5), c2t_gammas, (0.7, 0.5, 0.3))]
+    return pd.DataFrame(rows)
+
+
+def test_c2t_claim_on_the_gamma_share():
+    assert verdicts(C.c2t_claims(_c2t_table((7.0, 14.0, 30.0)))) == ["holds"]  # 70–75% of EAGLE-2's γ
+    assert verdicts(C.c2t_claims(_c2t_table((12.0, 24.0, 48.0)))) == ["does not hold"]  # 120%
+    few = C.c2t_claims(_c2t_table((7.0, 14.0, 30.0), prompts=3))[0]
+    assert few["verdict"] == "inconclusive" and few["n"] == 3
+
+
+def test_budget_and_edd_claims():
+    def budgets(gain, prompts=10):
+        return pd.DataFrame([_row("budgets", "dyspec", 2.5 + gain, 8.0, prompts, m=8),
+                             _row("budgets", "sequences", 2.5, 8.0, prompts, k=4, d=2)])
+    assert verdicts(C.budget_claims(budgets(0.3))) == ["holds"]
+    assert verdicts(C.budget_claims(budgets(-0.3))) == ["does not hold"]
+    assert C.budget_claims(budgets(0.3, prompts=4))[0]["n"] == 4
+    edd = pd.DataFrame([_row("edd_table2", "pct", 3.0, 20.0, depth=4.0), _row("edd_table2", "eagle2", 3.0, 40.0),
+                        _row("edd_table2", "vct", 2.5, 30.0), _row("edd_table2", "cape", 2.6, 20.0)])
+    assert verdicts(C.edd_claims(edd)) == ["does not hold", "holds", "holds"]  # α: τ / depth 4 < τ / depth 3
+
+
+# --- notebook 03: speed claims ------------------------------------------------------------------------------
+
+def _runs(seconds: dict, tree_frac=0.01, prompts=10, seed=0):
+    """Runs of HF generate and the given methods (label → seconds per prompt) on `prompts` prompts of 64 tokens."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(prompts):
+        scale = rng.uniform(0.5, 2.0)  # prompts differ; the methods' ratio is paired
+        for label, s in {HF: 4.0, **seconds}.items():
+            t = s * scale * rng.uniform(0.97, 1.03)
+            out.append(Run(label, f"p{i}", "c", list(range(64)), t, 32, 64, 128, 0.3 * t, 0.6 * t,
+                           0.0 if label == HF else tree_frac * t))
+    return out
+
+
+def test_speed_claims_hold_fail_and_need_eight_prompts():
+    best = "best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)"
+    tree = "tree construction ≤ 5% of decoding time for every policy"
+    fast = {c["name"]: c for c in speed_claims({0.0: _runs({"AR (our loop)": 4.2, "chain-2": 2.5})})}
+    assert fast[best]["verdict"] == "holds" and fast[tree]["verdict"] == "holds"
+    assert fast[best]["ours"].startswith("chain-2: 1.6")
+    slow = {c["name"]: c for c in speed_claims({0.0: _runs({"chain-2": 3.6}),
+                                                0.6: _runs({"chain-2": 3.6}, tree_frac=0.1, seed=1)})}
+    assert slow[best]["verdict"] == "does not hold" and slow[tree]["verdict"] == "does not hold"
+    few = {c["name"]: c for c in speed_claims({0.0: _runs({"chain-2": 2.5}, prompts=2)})}
+    assert few[best]["verdict"] == few[tree]["verdict"] == "inconclusive" and few[best]["n"] == 2
+
+
+def test_speed_claims_compare_dyspec_with_specinfer_per_prompt():
+    name = "DySpec: more tokens per step than SpecInfer-style trees"
+
+    def runs(dyspec_tau):
+        out = _runs({"DySpec m=8": 3.0, "SpecInfer-style": 3.0})
+        for r in out:
+            r.tau_sum = int(r.forwards * (dyspec_tau if r.strategy == "DySpec m=8" else 2.0)) + len(r.prompt) % 3
+        return out
+    assert {c["name"]: c["verdict"] for c in speed_claims({0.0: runs(2.5)}, budget=8)}[name] == "holds"
+    assert {c["name"]: c["verdict"] for c in speed_claims({0.0: runs(1.5)}, budget=8)}[name] == "does not hold"
+
+
+def test_speed_claims_gunjur_dyn_width_only_against_every_other_entropy_tree():
+    name = "Gunjur: dyn width only saves the most time (7.16% vs static 2.3%)"
+    base = {"AR (our loop)": 4.2, "static b=2 d=4": 3.8, "simple cutoff": 3.6}
+    fastest = {c["name"]: c for c in speed_claims({0.0: _runs({**base, "dyn width only": 3.0})})}[name]
+    assert fastest["verdict"] == "holds" and fastest["ours"].startswith("28.")  # 1 − 3.0 / 4.2 ≈ 29% saved
+    second = {c["name"]: c for c in speed_claims({0.0: _runs({**base, "dyn width only": 4.0})})}[name]
+    assert second["verdict"] == "does not hold"
+
+
+# --- notebooks 04–07: token-table claims --------------------------------------------------------------------
+
+def tokens(**columns) -> pd.DataFrame:
+    n = len(next(iter(columns.values())))
+    base = {"prompt": 0, "dataset": "mtbench", "position": np.arange(n), "depth": 1, "rank": 0, "token": 0,
+            "p": 0.5, "joint": 0.5, "entropy": 0.5, "entropy_topm": 0.5, "confidence": 0.5, "accept": 0.0,
+            "target_prob": 0.1, "examined": True, "chain": True}
+    return pd.DataFrame({**base, **columns})
+
+
+def test_c2t_entropy_claims_with_the_t_interval():
+    rng = np.random.default_rng(0)
+    high = tokens(entropy=np.full(400, 4.5), p=np.full(400, 0.2), accept=(rng.random(400) < 0.5).astype(float))
+    low = tokens(entropy=np.full(400, 0.3), p=np.full(400, 0.9), accept=(rng.random(400) < 0.6).astype(float))
+    t = pd.concat([high, low], ignore_index=True)
+    assert verdicts(stats.c2t_claims(t, stats.cell_table(t))) == ["holds", "holds"]
+    swapped = t.assign(p=np.where(t.entropy > 1, 0.9, 0.3))
+    assert verdicts(stats.c2t_claims(swapped, stats.cell_table(swapped))) == ["does not hold"] * 2
+    few = stats.c2t_claims(t.iloc[395:405], stats.cell_table(t.iloc[395:405]), min_count=30)
+    assert verdicts(few) == ["inconclusive"] * 2 and [c["n"] for c in few] == [5, 5]
+
+
+def test_calibration_claim_needs_enough_tokens():
+    rng = np.random.default_rng(1)
+    conf = rng.random(2000)
+    good = stats.calibration_stats(conf, (rng.random(2000) < conf).astype(float), n_resamples=200)
+    assert stats.calibration_claim("x", "y", good, tolerance=0.1)["verdict"] == "holds"
+    bad = stats.calibration_stats(np.full(500, 0.9), np.zeros(500), n_resamples=100)
+    assert stats.calibration_claim("x", "y", bad)["verdict"] == "does not hold"
+    few = stats.calibration_claim("x", "y", stats.calibration_stats(conf[:50], conf[:50] > 0.5, n_resamples=100))
+    assert few["verdict"] == "inconclusive" and few["n"] == 50
+
+
+def test_dyspec_claims_by_the_interval_of_rho():
+    rng = np.random.default_rng(2)
+    p = rng.random(500)
+    t = tokens(p=p, accept=(rng.random(500) < p).astype(float), target_prob=p + 0.05 * rng.random(500))
+    assert verdicts(stats.dyspec_claims(t, "x")) == ["holds", "holds"]
+    reverse = t.assign(accept=(rng.random(500) > p).astype(float), target_prob=rng.random(500))
+    assert verdicts(stats.dyspec_claims(reverse, "x")) == ["does not hold", "does not hold"]
+    few = stats.dyspec_claims(t.iloc[:20], "x")
+    assert verdicts(few) == ["inconclusive", "inconclusive"] and few[0]["n"] == 20
+
+
+def test_gunjur_claims_bootstrap_the_crossover():
+    rng = np.random.default_rng(3)
+    h = np.repeat([0.25, 0.75, 1.25, 1.75], 200)  # match rates 0.9, 0.7, 0.3, 0.1: crossover at 1.0
+    match = (rng.random(800) < np.repeat([0.9, 0.7, 0.3, 0.1], 200)).astype(float)
+    edges = (0.0, 0.5, 1.0, 1.5, 2.0)
+    rates = stats.match_rate_by_entropy(h, match, edges)
+    cross = stats.crossover_entropy(rates)
+    top1 = tokens(entropy=h, accept=match)
+    claims = stats.gunjur_claims(top1, rates, cross, n_resamples=200)
+    assert verdicts(claims) == ["holds", "holds"] and abs(cross - 1.0) < 0.1
+    assert stats.gunjur_claims(top1, rates, cross, paper_cutoff=3.0, n_resamples=200)[0]["verdict"] == "does not hold"
+    falling = top1.assign(accept=1.0 - top1.accept)  # match likelier at high entropy
+    fr = stats.match_rate_by_entropy(h, falling.accept, edges)
+    assert verdicts(stats.gunjur_claims(falling, fr, stats.crossover_entropy(fr), n_resamples=200)) == \
+        ["does not hold", "does not hold"]
+    few = stats.gunjur_claims(top1.iloc[::80], rates, cross, n_resamples=200)
+    assert verdicts(few) == ["inconclusive", "inconclusive"] and few[0]["n"] == 10
+
+
+# --- notebook 08: classifier surfaces -----------------------------------------------------------------------
+
+def _surface_claims(model, tolerance=0.01):
+    pdep = surfaces.partial_dependence(model, surfaces.random_points(300), grid=11)
+    return surfaces.surface_claims(pdep, surfaces.surface_table(model, 25), tolerance, points=300)
+
+
+def test_surface_claims_hold_flip_and_stay_inconclusive_within_tolerance():
+    assert verdicts(_surface_claims(surfaces.hand_set_classifier(8.0, 0.3, -0.4, bias=-3.0))) == ["holds"] * 4
+    flipped = _surface_claims(surfaces.hand_set_classifier(8.0, -0.3, 0.4, bias=-3.0))
+    assert verdicts(flipped)[1:3] == ["does not hold", "does not hold"]
+    assert _surface_claims(surfaces.hand_set_classifier(0.1, 0.0, -1.0))[0]["verdict"] == "does not hold"
+    flat = _surface_claims(surfaces.hand_set_classifier(6.0, 0.0, 0.0))
+    assert verdicts(flat)[1:3] == ["inconclusive", "inconclusive"]
+    assert flat[0]["n"] == 300 and flat[1]["n"] == 25 * 5  # random points; mesh points with P ≤ 0.2
+    assert C.verdict_text(flat[1]) == "inconclusive (n = 125)" and "±0.01 tolerance" in flat[1]["rule"]
+
+
+# --- notebook 09: block sparsity ----------------------------------------------------------------------------
+
+def _blocks(ratios, key, values, trees=10):
+    columns = {"trees": trees, "nodes": 100.0, "depth": 5.0, "prefix": 0.0, "original": np.asarray(ratios) * 10,
+               "dfs": 10.0, "ratio": ratios}
+    return pd.DataFrame({**columns, key: values})
+
+
+def _times(sparse, dense, reps=5):
+    """Timing rows at 512 nodes: (min, max) ms per (kernel, order)."""
+    rows = []
+    for order in ("original", "dfs"):
+        (s0, s1), (d0, d1) = sparse[order], dense[order]
+        rows.append({"nodes": 512, "prefix": 0, "order": order, "blocks": 10, "sparse_ms": (s0 + s1) / 2,
+                     "sparse_ms_min": s0, "sparse_ms_max": s1, "dense_ms": (d0 + d1) / 2, "dense_ms_min": d0,
+                     "dense_ms_max": d1, "reps": reps, "device": "cpu"})
+    return pd.DataFrame(rows)
+
+
+def test_block_claims_hold_fail_and_read_the_timing_spread():
+    random = _blocks([1.6, 2.5, 4.0], "nodes", [256.0, 512.0, 1024.0])
+    logged = _blocks([1.5, 1.1], "prefix", [0.0, 1024.0])
+    times = _times({"original": (2.0, 2.2), "dfs": (1.0, 1.1)}, {"original": (9.0, 9.2), "dfs": (9.0, 9.2)})
+    assert verdicts(sparsity.block_claims(random, logged, times)) == ["holds"] * 6
+    worse = sparsity.block_claims(_blocks([0.8, 0.7, 0.6], "nodes", [256.0, 512.0, 1024.0]),
+                                  _blocks([0.8, 1.2], "prefix", [0.0, 1024.0]),
+                                  _times({"original": (1.0, 1.05), "dfs": (1.0, 1.05)},
+                                         {"original": (14.0, 15.0), "dfs": (9.0, 9.5)}))
+    assert verdicts(worse) == ["does not hold"] * 6
+    noisy = sparsity.block_claims(_blocks([1.02, 1.03, 1.04], "nodes", [256.0, 512.0, 1024.0], trees=3),
+                                  _blocks([1.02, 1.01], "prefix", [0.0, 1024.0], trees=2),
+                                  _times({"original": (1.3, 2.6), "dfs": (1.0, 1.2)},
+                                         {"original": (8.0, 11.0), "dfs": (9.0, 9.5)}, reps=3))
+    assert verdicts(noisy) == ["inconclusive"] * 6
+    assert [c["n"] for c in noisy] == [9, 9, 2, 2, 3, 3] and C.verdict_text(noisy[4]) == "inconclusive (n = 3)"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Batch reproduction: every notebook through papermill with a profile's parameters, then an HTML report
-# per notebook and figures/index.html. Usage: ./run_all.sh [--profile quick|default|paper] [--only NAME] [--force]
+# per notebook, figures/index.html and figures/RESULTS.md (the default profile also writes ./RESULTS.md).
+# Usage: ./run_all.sh [--profile quick|default|paper] [--only NAME] [--force]
+# Every notebook in notebooks/ is listed here, and only those (tests/reports/test_notebooks.py checks both ways).
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/bootstrap.sh

@@ -1,5 +1,6 @@
-"""One claim vocabulary and its rules: the rule helpers on inputs whose interval is known, and for every
-notebook 01–09 a claim function on fixed inputs that hold, do not hold, and are too small to tell."""
+"""One claim vocabulary and its rules: the rule helpers on inputs whose interval is known, and for notebooks
+01–03 and 08–09 a claim function on fixed inputs that hold, do not hold, and are too small to tell (notebooks
+04–07, whose token claims resample prompts: test_analysis)."""
 import ast
 import json
 from pathlib import Path
@@ -7,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sstats
 
 from spectree.analysis import claims as C
-from spectree.analysis import sparsity, stats, surfaces
+from spectree.analysis import rules as R
+from spectree.analysis import sparsity, surfaces
 from spectree.analysis.acceptance import draft_claims, pooled_report
 from spectree.speed.bench import HF, Run
 from spectree.speed.tables import speed_claims
@@ -79,6 +82,47 @@ def test_bootstrap_rule_is_paired_seeded_and_needs_enough_prompts():
     assert C.bootstrap_rule([b, ones, a, ones], C.pooled_difference, 0.0, "d", strict=True).verdict == "does not hold"
     few = C.bootstrap_rule([a[:5], ones[:5], b[:5], ones[:5]], C.pooled_difference, 0.0, "d", strict=True)
     assert few.verdict == "inconclusive" and few.n == 5 and "n ≥ 8 prompts" in few.rule
+
+
+def test_resample_weights_draw_prompts_with_replacement_seeded():
+    w = R.resample_weights(12, 500, seed=0)
+    assert w.shape == (500, 12) and (w.sum(1) == 12).all() and (w == R.resample_weights(12, 500, seed=0)).all()
+    assert (w != R.resample_weights(12, 500, seed=1)).any() and 0.3 < (w == 0).mean() < 0.4  # ≈ (11/12)^12
+    codes, g = R.prompt_codes(["b", "a", "b", "c"])
+    assert codes.tolist() == [1, 0, 1, 2] and g == 3
+    assert R.prompt_sums(codes, g, [1.0, 2.0, 3.0, 4.0]).tolist() == [2.0, 4.0, 4.0]
+    assert R.prompt_sums(codes, g, None, [0, 1, 1, 1], 2).tolist() == [[0, 1], [1, 1], [0, 1]]
+
+
+@pytest.mark.parametrize("n_prompts, size", [(6, 40), (30, 400), (300, 10)])  # by prompt tensors / by token
+def test_spearman_statistic_is_scipys_on_the_resampled_tokens(n_prompts, size):
+    rng = np.random.default_rng(n_prompts)
+    codes = np.repeat(np.arange(n_prompts), size)
+    x, y = rng.integers(0, 15, len(codes)).astype(float), (rng.random(len(codes)) < 0.4).astype(float)  # ties
+    w = R.resample_weights(n_prompts, 5, seed=3)
+    ours = R.spearman_statistic(x, y, codes, n_prompts)(w)
+    for row, rho in zip(w, ours):
+        expanded = np.repeat(np.arange(len(codes)), row[codes])  # every drawn prompt's tokens, drawn twice: twice
+        assert rho == pytest.approx(sstats.spearmanr(x[expanded], y[expanded]).statistic, abs=1e-12)
+    assert np.isnan(R.spearman_statistic(x, np.ones_like(y), codes, n_prompts)(w)).all()  # constant y
+
+
+def test_cluster_rule_reads_the_interval_over_prompts():
+    values = np.r_[np.full(50, 0.3), np.full(50, 0.1)] + np.tile([0.05, -0.05], 50)  # 10 prompts of 10 tokens
+    codes, g = R.prompt_codes(np.repeat(np.arange(10), 10))
+    mean = R.ratio_statistic(R.prompt_sums(codes, g, values), R.prompt_sums(codes, g))
+    ev = C.cluster_rule(mean, g, 0.0, "mean(d)", strict=True, tokens=100, min_tokens=30)
+    assert ev.verdict == "holds" and ev.n == 10 and ev.estimate == pytest.approx(0.2)
+    assert 0.1 < ev.low < 0.2 < ev.high < 0.3  # prompt means 0.3 or 0.1; over tokens it would be ± 0.02
+    assert ev == C.cluster_rule(mean, g, 0.0, "mean(d)", strict=True, tokens=100, min_tokens=30)  # seeded
+    assert ev.rule == "95% bootstrap interval over prompts of mean(d) > 0, n ≥ 8 prompts and ≥ 30 tokens"
+    assert C.cluster_rule(mean, g, 0.35, "mean(d)").verdict == "does not hold"
+    assert C.cluster_rule(mean, g, 0.15, "mean(d)").verdict == "inconclusive"
+    assert C.cluster_rule(mean, g, 0.0, "mean(d)", min_n=12).verdict == "inconclusive"
+    assert C.cluster_rule(mean, g, 0.0, "mean(d)", tokens=100, min_tokens=200).verdict == "inconclusive"
+    undefined = C.cluster_rule(lambda w: np.where(w[:, 0] > 0, 1.0, np.nan), g, 0.0, "x")  # NaN in ~35%
+    assert undefined.verdict == "inconclusive" and np.isnan(undefined.low)
+    assert R.cluster_interval(lambda w: np.where(w[:, 0] < 4, 1.0, np.nan), g) == (1.0, 1.0, 1.0)  # NaN in ~1%
 
 
 def test_all_of_claim_summary_and_display():
@@ -228,69 +272,6 @@ def test_speed_claims_gunjur_dyn_width_only_against_every_other_entropy_tree():
     assert fastest["verdict"] == "holds" and fastest["ours"].startswith("28.")  # 1 − 3.0 / 4.2 ≈ 29% saved
     second = {c["name"]: c for c in speed_claims({0.0: _runs({**base, "dyn width only": 4.0})})}[name]
     assert second["verdict"] == "does not hold"
-
-
-# --- notebooks 04–07: token-table claims --------------------------------------------------------------------
-
-def tokens(**columns) -> pd.DataFrame:
-    n = len(next(iter(columns.values())))
-    base = {"prompt": 0, "dataset": "mtbench", "position": np.arange(n), "depth": 1, "rank": 0, "token": 0,
-            "p": 0.5, "joint": 0.5, "entropy": 0.5, "entropy_topm": 0.5, "confidence": 0.5, "accept": 0.0,
-            "target_prob": 0.1, "examined": True, "chain": True}
-    return pd.DataFrame({**base, **columns})
-
-
-def test_c2t_entropy_claims_with_the_t_interval():
-    rng = np.random.default_rng(0)
-    high = tokens(entropy=np.full(400, 4.5), p=np.full(400, 0.2), accept=(rng.random(400) < 0.5).astype(float))
-    low = tokens(entropy=np.full(400, 0.3), p=np.full(400, 0.9), accept=(rng.random(400) < 0.6).astype(float))
-    t = pd.concat([high, low], ignore_index=True)
-    assert verdicts(stats.c2t_claims(t, stats.cell_table(t))) == ["holds", "holds"]
-    swapped = t.assign(p=np.where(t.entropy > 1, 0.9, 0.3))
-    assert verdicts(stats.c2t_claims(swapped, stats.cell_table(swapped))) == ["does not hold"] * 2
-    few = stats.c2t_claims(t.iloc[395:405], stats.cell_table(t.iloc[395:405]), min_count=30)
-    assert verdicts(few) == ["inconclusive"] * 2 and [c["n"] for c in few] == [5, 5]
-
-
-def test_calibration_claim_needs_enough_tokens():
-    rng = np.random.default_rng(1)
-    conf = rng.random(2000)
-    good = stats.calibration_stats(conf, (rng.random(2000) < conf).astype(float), n_resamples=200)
-    assert stats.calibration_claim("x", "y", good, tolerance=0.1)["verdict"] == "holds"
-    bad = stats.calibration_stats(np.full(500, 0.9), np.zeros(500), n_resamples=100)
-    assert stats.calibration_claim("x", "y", bad)["verdict"] == "does not hold"
-    few = stats.calibration_claim("x", "y", stats.calibration_stats(conf[:50], conf[:50] > 0.5, n_resamples=100))
-    assert few["verdict"] == "inconclusive" and few["n"] == 50
-
-
-def test_dyspec_claims_by_the_interval_of_rho():
-    rng = np.random.default_rng(2)
-    p = rng.random(500)
-    t = tokens(p=p, accept=(rng.random(500) < p).astype(float), target_prob=p + 0.05 * rng.random(500))
-    assert verdicts(stats.dyspec_claims(t, "x")) == ["holds", "holds"]
-    reverse = t.assign(accept=(rng.random(500) > p).astype(float), target_prob=rng.random(500))
-    assert verdicts(stats.dyspec_claims(reverse, "x")) == ["does not hold", "does not hold"]
-    few = stats.dyspec_claims(t.iloc[:20], "x")
-    assert verdicts(few) == ["inconclusive", "inconclusive"] and few[0]["n"] == 20
-
-
-def test_gunjur_claims_bootstrap_the_crossover():
-    rng = np.random.default_rng(3)
-    h = np.repeat([0.25, 0.75, 1.25, 1.75], 200)  # match rates 0.9, 0.7, 0.3, 0.1: crossover at 1.0
-    match = (rng.random(800) < np.repeat([0.9, 0.7, 0.3, 0.1], 200)).astype(float)
-    edges = (0.0, 0.5, 1.0, 1.5, 2.0)
-    rates = stats.match_rate_by_entropy(h, match, edges)
-    cross = stats.crossover_entropy(rates)
-    top1 = tokens(entropy=h, accept=match)
-    claims = stats.gunjur_claims(top1, rates, cross, n_resamples=200)
-    assert verdicts(claims) == ["holds", "holds"] and abs(cross - 1.0) < 0.1
-    assert stats.gunjur_claims(top1, rates, cross, paper_cutoff=3.0, n_resamples=200)[0]["verdict"] == "does not hold"
-    falling = top1.assign(accept=1.0 - top1.accept)  # match likelier at high entropy
-    fr = stats.match_rate_by_entropy(h, falling.accept, edges)
-    assert verdicts(stats.gunjur_claims(falling, fr, stats.crossover_entropy(fr), n_resamples=200)) == \
-        ["does not hold", "does not hold"]
-    few = stats.gunjur_claims(top1.iloc[::80], rates, cross, n_resamples=200)
-    assert verdicts(few) == ["inconclusive", "inconclusive"] and few[0]["n"] == 10
 
 
 # --- notebook 08: classifier surfaces -----------------------------------------------------------------------

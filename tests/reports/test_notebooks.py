@@ -2,6 +2,7 @@
 and the quick profile runs end to end."""
 import ast
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -23,8 +24,25 @@ def parameter_names(path: Path) -> set[str]:
     return {node.target.id for node in tree.body if isinstance(node, ast.AnnAssign)}
 
 
-def test_there_are_notebooks():
-    assert NOTEBOOKS
+def run_all_notebooks() -> list[str]:
+    """The notebooks run_all.sh passes to the runner (its NOTEBOOKS=( ... ) array)."""
+    found = re.search(r"^NOTEBOOKS=\((.*?)^\)", (ROOT / "run_all.sh").read_text(), re.S | re.M)
+    assert found, "run_all.sh has no NOTEBOOKS=( ... ) array"
+    return found.group(1).split()
+
+
+def test_run_all_runs_exactly_the_notebooks_in_notebooks_folder():
+    listed, present = run_all_notebooks(), {p.name for p in NOTEBOOKS}
+    assert listed, "run_all.sh lists no notebook"
+    assert len(listed) == len(set(listed)), "run_all.sh lists a notebook twice"
+    assert not present - set(listed), f"in notebooks/ but not run by run_all.sh: {sorted(present - set(listed))}"
+    assert not set(listed) - present, f"run by run_all.sh but missing from notebooks/: {sorted(set(listed) - present)}"
+
+
+def test_readme_maps_every_notebook_to_what_it_regenerates():
+    table = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `")]
+    for path in NOTEBOOKS:
+        assert any(line.startswith(f"| `{path.stem}` |") for line in table), f"README's notebook table lacks {path.stem}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -33,7 +51,7 @@ def test_notebook_is_thin_tagged_and_clean(path):
     assert any("parameters" in c.get("metadata", {}).get("tags", []) for c in cells), "no tagged parameters cell"
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in cells), "committed with outputs"
     assert sum(len("".join(c["source"]).splitlines()) for c in cells) <= 150
-    assert path.name in (ROOT / "run_all.sh").read_text(), "not listed in run_all.sh"
+    assert path.name in run_all_notebooks(), "not listed in run_all.sh"
     assert parameter_names(path), "the parameters cell holds no typed literals"
 
 
@@ -78,13 +96,24 @@ def test_notebooks_reading_one_logbook_share_it(profile, writer, readers, keys):
 
 @pytest.mark.slow
 def test_run_all_quick_profile_produces_every_report():
+    from spectree.reports.results import cell
+
+    root_results = ROOT / "RESULTS.md"
+    before = root_results.read_bytes() if root_results.exists() else None
     subprocess.run(["./run_all.sh", "--profile", "quick", "--force"], cwd=ROOT, check=True)
     index = (ROOT / "figures" / "index.html").read_text()
+    results = (ROOT / "figures" / "RESULTS.md").read_text()
+    assert "- profile: quick" in results.splitlines()
     for path in NOTEBOOKS:
         out = ROOT / "figures" / path.stem
         assert (out / "report.html").stat().st_size > 1000
-        assert json.loads((out / "summary.json").read_text())
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary
         assert f"{path.stem}/report.html" in index
+        assert f"## {path.stem}" in results
+        for claim in summary.get("claims", []):  # RESULTS.md lists every claim of every notebook
+            assert f"| {cell(claim['name'])} |" in results, (path.stem, claim["name"])
+    assert (root_results.read_bytes() if root_results.exists() else None) == before, "quick overwrote RESULTS.md"
     for stem in ("02_tree_strategies", "03_speed_benchmark", "04_entropy_rank", "05_calibration",
                  "06_acceptance_vs_probability", "07_entropy_match", "08_classifier_surfaces", "09_block_sparsity"):
         summary = json.loads((ROOT / "figures" / stem / "summary.json").read_text())

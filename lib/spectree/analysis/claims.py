@@ -7,7 +7,9 @@ holds when the whole interval of its statistic is on the claimed side of the bar
 interval is on the other side, and is inconclusive otherwise or below the rule's minimum n. Intervals come from
 scipy: Wilson intervals for proportions (`binomtest`), t intervals for means (`ttest_1samp`), percentile
 bootstraps paired over prompts (`bootstrap`), Fisher-z intervals for Spearman ρ (`pearsonr` on ranks);
-deterministic readings use a stated tolerance as their interval.
+deterministic readings use a stated tolerance as their interval. Statistics of draft tokens (notebooks 04–07)
+are bootstrapped over PROMPTS, every drawn prompt with all its tokens (`cluster_rule`, numbers in
+`spectree.analysis.rules`), because tokens of one prompt are correlated: their n is the number of prompts.
 
 The replay-sweep claims of notebook 02 (`collect_claims`) compare policies replayed on the same prompts with a
 paired bootstrap over the prompts' per-prompt sums (`sweeps.score`'s `by_prompt`).
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -24,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from spectree.analysis.rules import Statistic, cluster_interval
 from spectree.analysis.sweeps import scored
 
 VERDICTS = ("holds", "does not hold", "inconclusive")
@@ -162,6 +165,38 @@ def bootstrap_rule(samples: Sequence[Any], statistic: Callable[..., Any], bar: f
                 lo, hi = res.confidence_interval
     return interval_rule(estimate, lo, hi, bar, n, what, above=above, strict=strict, min_n=max(2, min_n),
                          unit=unit, method=f"{level:.0%} paired bootstrap")
+
+
+def prompt_interval_rule(estimate: float, low: float, high: float, bar: float, n_prompts: int, what: str, *,
+                         above: bool = True, strict: bool = False, min_n: int = MIN_PROMPTS, tokens: int = 0,
+                         min_tokens: int = 0, level: float = 0.95) -> Evidence:
+    """`interval_rule` for an interval of a token statistic bootstrapped over prompts (`rules.cluster_interval`):
+    n is the number of prompts, inconclusive below min_n of them or below min_tokens tokens in all."""
+    if tokens < min_tokens:
+        low = high = math.nan
+    ev = interval_rule(estimate, low, high, bar, n_prompts, what, above=above, strict=strict, min_n=max(2, min_n))
+    floor = f"n ≥ {max(2, min_n)} prompts" + (f" and ≥ {min_tokens} tokens" if min_tokens > 1 else "")
+    return replace(ev, rule=f"{level:.0%} bootstrap interval over prompts of {what} {OPS[(above, strict)]} {bar:g}, "
+                            f"{floor}")
+
+
+def cluster_rule(statistic: Statistic, n_prompts: int, bar: float, what: str, *, above: bool = True,
+                 strict: bool = False, min_n: int = MIN_PROMPTS, tokens: int = 0, min_tokens: int = 0,
+                 level: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> Evidence:
+    """A statistic of draft tokens against a bar, by a seeded percentile bootstrap that resamples PROMPTS with
+    all their tokens (`rules.cluster_interval`; tokens of one prompt are correlated, so resampling tokens
+    would give too narrow an interval). `statistic(W)` maps prompt multiplicities (resamples × prompts) to
+    the statistic per resample (`rules.ratio_statistic`, `rules.spearman_statistic`, or one built on
+    `rules.prompt_sums`); n is the number of prompts, inconclusive below min_n or below min_tokens tokens."""
+    enough = n_prompts >= max(2, min_n) and tokens >= min_tokens
+    if enough:
+        est, lo, hi = cluster_interval(statistic, n_prompts, level, n_resamples, seed)
+    else:  # too few to resample: the estimate alone
+        with np.errstate(invalid="ignore", divide="ignore"):
+            est = float(statistic(np.ones((1, n_prompts)))[0]) if n_prompts else math.nan
+        lo = hi = math.nan
+    return prompt_interval_rule(est, lo, hi, bar, n_prompts, what, above=above, strict=strict, min_n=min_n,
+                                tokens=tokens, min_tokens=min_tokens, level=level)
 
 
 def tolerance_rule(value: float, tolerance: float, n: int, what: str, unit: str) -> Evidence:

@@ -11,19 +11,24 @@ entropy (nats, full vocabulary, of the distribution the token was drawn from), e
 (max probability of that distribution), accept (greedy: 1 if the token is on the target's greedy path, else
 0; stochastic: min(1, T(x)/D(x))), target_prob, examined (its parent is on the greedy path, so a verifier
 would examine it) and chain (it lies on the draft's rank-0 chain from the root).
-Every claim is built by `spectree.analysis.claims.claim` from one of its rules (verdict, rule, n, details).
+Every claim is built by `spectree.analysis.claims.claim` from one of its rules (verdict, rule, n, details). Tokens
+of one prompt are correlated, so every interval here resamples PROMPTS with all their tokens (a cluster
+bootstrap, `claims.cluster_rule`): its n is the number of prompts, at least `claims.MIN_PROMPTS`.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, Sequence
+from dataclasses import replace
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from spectree.analysis.claims import all_of, bootstrap_rule, claim, correlation_rule, interval_rule, mean_rule
+from spectree.analysis.claims import MIN_PROMPTS, Evidence, all_of, claim, cluster_rule, prompt_interval_rule
 from spectree.analysis.claims import jsonable  # noqa: F401  (re-exported: the notebooks' summaries use it)
+from spectree.analysis.rules import (cluster_interval, prompt_codes, prompt_sums, ratio_statistic,
+                                     spearman_statistic)
 
 ENTROPY_EDGES = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, math.inf)  # C2T Fig. 2: 0–1, …, 5–6, > 6 (nats)
 MATCH_EDGES = tuple(np.round(np.arange(0.0, 11.0 + 1e-9, 0.25), 2))  # Gunjur Fig. 1 histogram bins (nats)
@@ -102,9 +107,10 @@ def top1_bias(tokens: pd.DataFrame, lo: float, hi: float) -> dict[str, float]:
 
 
 def c2t_claims(tokens: pd.DataFrame, cells: pd.DataFrame, high_above: float = 3.0, low_upto: float = 1.0,
-               min_count: int = 30) -> list[dict[str, Any]]:
+               min_count: int = 30, n_resamples: int = 2000) -> list[dict[str, Any]]:
     """C2T §3: top-1 under-estimated at high entropy (acceptance > p), over-estimated at low entropy (p >
-    acceptance); each judged by the 95% t interval of the mean of accept − p over at least min_count tokens."""
+    acceptance); each judged by the 95% bootstrap interval over prompts of the mean of accept − p over the
+    drawn prompts' tokens (Σ (accept − p) / Σ tokens), at least MIN_PROMPTS prompts and min_count tokens."""
     top1 = cells[cells["rank"] == 1].set_index("entropy_bin")[["count", "mean_p", "accept", "diff"]]
     by_bin = {k: {c: None if pd.isna(v) else int(v) if c == "count" else round(float(v), 4) for c, v in row.items()}
               for k, row in top1.iterrows()}
@@ -115,11 +121,13 @@ def c2t_claims(tokens: pd.DataFrame, cells: pd.DataFrame, high_above: float = 3.
             ("C2T Fig. 2c: low entropy, top-1 over-estimated", -math.inf, low_upto, False,
              f"entropy ≤ {low_upto:g}: top-1 probability above its acceptance (red cells)")):
         b, t = top1_bias(tokens, lo, hi), _top1_in(tokens, lo, hi)
-        ev = mean_rule(t.accept - t.p, 0.0, "mean(acceptance − p) of the top-1 tokens", above=positive,
-                       min_n=min_count)
-        ours = (f"acceptance − p = {b['accept_minus_p']:+.3f} (95% CI {ev.low:+.3f} to {ev.high:+.3f}; acceptance "
-                f"{b['accept']:.3f}, p {b['mean_p']:.3f}, {b['count']} top-1 tokens)")
-        out.append(claim(name, text, ours, ev, **b, top1_by_entropy_bin=by_bin))
+        codes, g = prompt_codes(t.prompt)
+        mean = ratio_statistic(prompt_sums(codes, g, t.accept - t.p), prompt_sums(codes, g))
+        ev = cluster_rule(mean, g, 0.0, "mean(acceptance − p) of the top-1 tokens", above=positive, strict=True,
+                          tokens=len(t), min_tokens=min_count, n_resamples=n_resamples)
+        ours = (f"acceptance − p = {b['accept_minus_p']:+.3f} (95% CI over prompts {ev.low:+.3f} to {ev.high:+.3f}; "
+                f"acceptance {b['accept']:.3f}, p {b['mean_p']:.3f}, {b['count']} top-1 tokens of {g} prompts)")
+        out.append(claim(name, text, ours, ev, **b, prompts=g, top1_by_entropy_bin=by_bin))
     return out
 
 
@@ -146,45 +154,38 @@ def ece(confidence: Any, accept: Any, n_bins: int = 10) -> float:
     return float((t["count"] * t.gap.abs()).fillna(0).sum() / n) if n else math.nan
 
 
-def ece_interval(confidence: Any, accept: Any, n_bins: int = 10, n_resamples: int = 1000, level: float = 0.95,
-                 seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the ECE (tokens resampled with replacement; scipy bootstrap, seeded)."""
+def ece_interval(confidence: Any, accept: Any, prompt: Any, n_bins: int = 10, n_resamples: int = 1000,
+                 level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of the ECE bootstrapped over prompts (seeded; `rules.cluster_interval`): every
+    resample pools the drawn prompts' tokens into the bins, ECE = Σ_b |Σ_{i in b} (acc_i − conf_i)| / N."""
     conf, acc = np.asarray(confidence, dtype=float), np.asarray(accept, dtype=float)
-    n = len(conf)
-    if n == 0:
-        return math.nan, math.nan
-    bins = np.clip((conf * n_bins).astype(int), 0, n_bins - 1).astype(float)
-
-    def resampled_ece(gap: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-        """ECE = (1/N) Σ_b |Σ_{i in b} (acc_i − conf_i)| of every resample (rows of the leading axes)."""
-        shape, rows = gap.shape[:-1], int(np.prod(gap.shape[:-1]))
-        keys = (np.arange(rows)[:, None] * n_bins + b.reshape(rows, n).astype(int)).ravel()
-        sums = np.bincount(keys, gap.reshape(rows, n).ravel(), rows * n_bins).reshape(rows, n_bins)
-        return (np.abs(sums).sum(1) / n).reshape(shape)
-
-    res = stats.bootstrap((acc - conf, bins), resampled_ece, paired=True, vectorized=True, axis=-1,
-                          confidence_level=level, n_resamples=n_resamples, batch=max(1, 2_000_000 // n),
-                          method="percentile", rng=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    codes, g = prompt_codes(prompt)
+    bins = np.clip((conf * n_bins).astype(int), 0, n_bins - 1)
+    gap, count = prompt_sums(codes, g, acc - conf, bins, n_bins), prompt_sums(codes, g)
+    _, lo, hi = cluster_interval(lambda w: np.abs(w @ gap).sum(-1) / (w @ count), g, level, n_resamples, seed)
+    return lo, hi
 
 
-def calibration_stats(confidence: Any, accept: Any, n_bins: int = 10, n_resamples: int = 1000) -> dict[str, Any]:
-    """ECE, its 95% bootstrap interval and the token count."""
-    lo, hi = ece_interval(confidence, accept, n_bins, n_resamples)
-    return {"ece": ece(confidence, accept, n_bins), "ci_low": lo, "ci_high": hi, "tokens": len(np.asarray(confidence))}
+def calibration_stats(confidence: Any, accept: Any, prompt: Any, n_bins: int = 10, n_resamples: int = 1000
+                      ) -> dict[str, Any]:
+    """ECE, its 95% bootstrap interval over prompts, and the token and prompt counts."""
+    lo, hi = ece_interval(confidence, accept, prompt, n_bins, n_resamples)
+    return {"ece": ece(confidence, accept, n_bins), "ci_low": lo, "ci_high": hi,
+            "tokens": len(np.asarray(confidence)), "prompts": prompt_codes(prompt)[1]}
 
 
 def calibration_claim(name: str, paper: str, st: dict[str, Any], tolerance: float = 0.05,
-                      paper_ece: Optional[float] = None, min_count: int = 100) -> dict[str, Any]:
-    """'well calibrated' from calibration_stats: holds if the whole 95% bootstrap interval of the ECE is ≤
-    tolerance, does not hold if it is all above; inconclusive otherwise or below min_count tokens (the ECE of
-    a few tokens is biased upwards)."""
-    lo, hi, n = st["ci_low"], st["ci_high"], st["tokens"]
-    ev = interval_rule(st["ece"], lo, hi, tolerance, n, "the ECE", above=False, min_n=min_count, unit="tokens",
-                       method="95% bootstrap")
+                      paper_ece: Optional[float] = None, min_count: int = 100, min_prompts: int = MIN_PROMPTS
+                      ) -> dict[str, Any]:
+    """'well calibrated' from calibration_stats: holds if the whole 95% bootstrap interval over prompts of the
+    ECE is ≤ tolerance, does not hold if it is all above; inconclusive otherwise, below min_prompts prompts or
+    below min_count tokens (the ECE of a few tokens is biased upwards)."""
+    lo, hi, n, g = st["ci_low"], st["ci_high"], st["tokens"], st["prompts"]
+    ev = prompt_interval_rule(st["ece"], lo, hi, tolerance, g, "the ECE", above=False, min_n=min_prompts,
+                              tokens=n, min_tokens=min_count)
     extra = {} if paper_ece is None else {"paper_ece": paper_ece, "paper_ece_in_interval": bool(lo <= paper_ece <= hi)}
-    return claim(name, paper, f"ECE {st['ece']:.3f} (95% CI {lo:.3f}–{hi:.3f}, {n} tokens)", ev, **st,
-                 tolerance=tolerance, **extra)
+    return claim(name, paper, f"ECE {st['ece']:.3f} (95% CI over prompts {lo:.3f}–{hi:.3f}, {n} tokens of {g} "
+                 f"prompts)", ev, **st, tolerance=tolerance, **extra)
 
 
 def calibration_diagrams(tokens: pd.DataFrame, n_bins: int = 10, classifier: Optional[np.ndarray] = None,
@@ -194,23 +195,23 @@ def calibration_diagrams(tokens: pd.DataFrame, n_bins: int = 10, classifier: Opt
     acceptance on the rank-0 chain (PCT's p_j ≈ ∏ c_i) and, given its output per token row, C2T's
     classifier vs acceptance. Returns (diagrams {title, xlabel, table, stats, claim?}, notes)."""
     cal, chain = calibration_tokens(tokens), tokens[tokens.chain]
-    specs = [("draft confidence (max probability)", "draft confidence", cal.confidence, cal.accept,
+    specs = [("draft confidence (max probability)", "draft confidence", cal.confidence, cal.accept, cal.prompt,
               ("EDD Fig. 3b: draft confidence is calibrated with acceptance",
                "ECE 0.019 (EDD + LLaMA2-Chat 13B, MT-bench, chain of 10)", 0.019))]
     notes = []
     if len(chain) and chain.depth.max() > 1:
         specs.append(("joint probability P (rank-0 chain)", "joint probability P = ∏ confidence", chain.joint,
-                      chain.accept, ("PCT: path acceptance ≈ product of confidences",
-                                     "p_j ≈ ∏ c_i (PCT's assumption; no ECE reported)", None)))
+                      chain.accept, chain.prompt, ("PCT: path acceptance ≈ product of confidences",
+                                                   "p_j ≈ ∏ c_i (PCT's assumption; no ECE reported)", None)))
     else:
         notes.append("joint P vs path acceptance needs the greedy logbook's chains (temperature 0): skipped")
     if classifier is not None:
         specs.append((f"C2T classifier {classifier_name}", "classifier output F(P, H, d)", classifier,
-                      tokens.accept, None))
+                      tokens.accept, tokens.prompt, None))
     diagrams = []
-    for title, xlabel, conf, acc, claim_spec in specs:
+    for title, xlabel, conf, acc, prompt, claim_spec in specs:
         d = {"title": title, "xlabel": xlabel, "table": reliability_table(conf, acc, n_bins),
-             "stats": calibration_stats(conf, acc, n_bins, n_resamples)}
+             "stats": calibration_stats(conf, acc, prompt, n_bins, n_resamples)}
         if claim_spec:
             d["claim"] = calibration_claim(*claim_spec[:2], d["stats"], tolerance, claim_spec[2])
         diagrams.append(d)
@@ -251,26 +252,40 @@ def spearman(x: Any, y: Any) -> tuple[float, float]:
     return float(res.statistic), float(res.pvalue)
 
 
+def spearman_rule(x: Any, y: Any, prompt: Any, bar: float, what: str, *, strict: bool = False, min_count: int = 30,
+                  level: float = 0.95, n_resamples: int = 2000) -> Evidence:
+    """Spearman ρ(x, y) of draft tokens against a bar (ρ > bar if strict, else ≥) by its bootstrap interval
+    over prompts (`rules.spearman_statistic`: ρ of each resample's tokens, re-ranked), at least MIN_PROMPTS
+    prompts and min_count tokens; token pairs with a missing value are left out."""
+    x, y, prompt = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(prompt)
+    ok = np.isfinite(x) & np.isfinite(y)
+    codes, g = prompt_codes(prompt[ok])
+    return cluster_rule(spearman_statistic(x[ok], y[ok], codes, g), g, bar, what, strict=strict,
+                        tokens=int(ok.sum()), min_tokens=min_count, level=level, n_resamples=n_resamples)
+
+
 def dyspec_claims(tokens: pd.DataFrame, label: str, strong: float = 0.5, alpha: float = 0.01,
-                  min_count: int = 30) -> list[dict[str, Any]]:
+                  min_count: int = 30, n_resamples: int = 2000) -> list[dict[str, Any]]:
     """DySpec §3 on the examined tokens: acceptance rises with draft probability (the (1 − alpha) interval of
     Spearman ρ above 0) and draft and target probabilities are strongly correlated (the 95% interval of ρ ≥
-    strong); Fisher-z intervals of ρ, at least min_count tokens."""
+    strong); bootstrap intervals over prompts (`spearman_rule`), at least MIN_PROMPTS prompts and min_count
+    tokens."""
     t = tokens[tokens.examined]
     rho_a, p_a = spearman(t.p, t.accept)
     rho_t, p_t = spearman(t.p, t.target_prob)
-    rises = correlation_rule(t.p, t.accept, 0.0, "Spearman ρ(p, acceptance)", strict=True, min_n=min_count,
-                             level=1 - alpha)
-    corr = correlation_rule(t.p, t.target_prob, strong, "Spearman ρ(p, target p)", min_n=min_count)
-    n = len(t)
+    rises = spearman_rule(t.p, t.accept, t.prompt, 0.0, "Spearman ρ(p, acceptance)", strict=True,
+                          min_count=min_count, level=1 - alpha, n_resamples=n_resamples)
+    corr = spearman_rule(t.p, t.target_prob, t.prompt, strong, "Spearman ρ(p, target p)", min_count=min_count,
+                         n_resamples=n_resamples)
+    n, g = len(t), t.prompt.nunique()
     return [claim(f"DySpec Fig. 2 left ({label}): acceptance rises with draft probability",
                   "Hypothesis 1: tokens of higher draft probability have a higher acceptance rate",
-                  f"Spearman ρ(p, acceptance) = {rho_a:.3f} (p-value {p_a:.1e}, {n} tokens)", rises,
-                  rho=rho_a, p_value=p_a, tokens=n),
+                  f"Spearman ρ(p, acceptance) = {rho_a:.3f} ({1 - alpha:.0%} CI over prompts {rises.low:.3f}–"
+                  f"{rises.high:.3f}; {n} tokens of {g} prompts)", rises, rho=rho_a, p_value=p_a, tokens=n, prompts=g),
             claim(f"DySpec Fig. 2 right ({label}): draft and target probabilities strongly correlated",
                   "draft distribution strongly correlated with the target distribution",
-                  f"Spearman ρ(p, target p) = {rho_t:.3f} (95% CI {corr.low:.3f}–{corr.high:.3f}, {n} tokens)", corr,
-                  rho=rho_t, p_value=p_t, tokens=n)]
+                  f"Spearman ρ(p, target p) = {rho_t:.3f} (95% CI over prompts {corr.low:.3f}–{corr.high:.3f}; "
+                  f"{n} tokens of {g} prompts)", corr, rho=rho_t, p_value=p_t, tokens=n, prompts=g)]
 
 
 # --- Gunjur et al. Fig. 1: matched vs mismatched entropy ----------------------------------------------------
@@ -290,64 +305,78 @@ def match_rate_by_entropy(entropy: Any, match: Any, edges: Sequence[float] = MAT
                          "mismatched": count - matched, "match_rate": rate})
 
 
+def crossovers(lo: np.ndarray, hi: np.ndarray, count: np.ndarray, rate: np.ndarray, min_count: int = 20,
+               never: float = math.nan) -> np.ndarray:
+    """`crossover_entropy` of every row of per-bin counts and match rates (rows: resamples; bins in order):
+    `never` where no populated bin falls below 0.5, NaN where no bin is populated."""
+    count, rate = np.atleast_2d(count), np.atleast_2d(rate)
+    populated = count >= min_count
+    below = populated & (rate < 0.5)
+    j = below.argmax(1)  # the first populated bin below one half
+    last = np.maximum.accumulate(np.where(populated, np.arange(count.shape[1]), -1), axis=1)
+    prev = np.where(j > 0, last[np.arange(len(j)), np.maximum(j - 1, 0)], -1)  # the populated bin before it
+    centre = (np.asarray(lo, dtype=float) + np.asarray(hi, dtype=float)) / 2
+    c0, c1 = centre[np.maximum(prev, 0)], centre[j]
+    rows = np.arange(len(j))
+    r0, r1 = rate[rows, np.maximum(prev, 0)], rate[rows, j]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cross = np.where(prev < 0, np.asarray(lo, dtype=float)[j], c0 + (r0 - 0.5) / (r0 - r1) * (c1 - c0))
+    return np.where(below.any(1), cross, np.where(populated.any(1), never, np.nan))
+
+
 def crossover_entropy(rates: pd.DataFrame, min_count: int = 20) -> Optional[float]:
     """The entropy where mismatch becomes likelier than match: over bins with ≥ min_count tokens, in order,
     the first whose match rate is below 0.5 — interpolated linearly between its centre and the previous
     bin's; that bin's lower edge when it is the first populated bin; None when no bin falls below 0.5."""
-    r = rates[rates["count"] >= min_count]
-    centres, rate = ((r.lo + r.hi) / 2).to_numpy(), r.match_rate.to_numpy()
-    below = np.flatnonzero(rate < 0.5)
-    if len(below) == 0:
-        return None
-    i = int(below[0])
-    if i == 0:
-        return float(r.lo.iloc[0])
-    c0, c1, r0, r1 = centres[i - 1], centres[i], rate[i - 1], rate[i]
-    return float(c0 + (r0 - 0.5) / (r0 - r1) * (c1 - c0))
-
-
-def _crossover_of(edges: np.ndarray, min_count: int) -> Callable[[np.ndarray, np.ndarray], float]:
-    """crossover_entropy of a token sample as a number for the bootstrap: the last edge when match stays
-    likelier in every bin, NaN without a populated bin."""
-    def statistic(entropy: np.ndarray, match: np.ndarray) -> float:
-        rates = match_rate_by_entropy(entropy, match, edges)
-        if not (rates["count"] >= min_count).any():
-            return math.nan
-        cross = crossover_entropy(rates, min_count)
-        return float(edges[-1]) if cross is None else cross
-    return statistic
+    cross = crossovers(rates.lo.to_numpy(), rates.hi.to_numpy(), rates["count"].to_numpy(),
+                       rates.match_rate.to_numpy(), min_count)[0] if len(rates) else math.nan
+    return None if math.isnan(cross) else float(cross)
 
 
 def gunjur_claims(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Optional[float], paper_cutoff: float = 1.0,
-                  tolerance: float = 0.5, min_count: int = 20, alpha: float = 0.01, n_resamples: int = 1000
+                  tolerance: float = 0.5, min_count: int = 20, alpha: float = 0.01, n_resamples: int = 2000
                   ) -> list[dict[str, Any]]:
-    """Gunjur et al. §3: mismatch becomes likelier than match above entropy ≈ 1 (the 95% bootstrap interval of
-    the crossover over tokens within paper_cutoff ± tolerance; "never" counts as the last bin edge), and the
-    mismatch probability grows with entropy (the (1 − alpha) Fisher-z interval of Spearman ρ above 0)."""
+    """Gunjur et al. §3: mismatch becomes likelier than match above entropy ≈ 1 (the 95% bootstrap interval
+    over prompts of the crossover, recomputed from the drawn prompts' pooled bins, within paper_cutoff ±
+    tolerance; "never" counts as the last bin edge), and the mismatch probability grows with entropy (the
+    (1 − alpha) bootstrap interval over prompts of Spearman ρ above 0); at least MIN_PROMPTS prompts and
+    min_count tokens."""
     n = len(top1)
     populated = int((rates["count"] >= min_count).sum())
     edges = np.r_[rates.lo.to_numpy(), rates.hi.iloc[-1]] if len(rates) else np.asarray(MATCH_EDGES)
+    codes, g = prompt_codes(top1.prompt)
+    bins, nb = _uniform_bin(top1.entropy.to_numpy(dtype=float), edges), len(edges) - 1
+    count, matched = prompt_sums(codes, g, None, bins, nb), prompt_sums(codes, g, top1.accept, bins, nb)
+
+    def crossover_of(w: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            c = w @ count
+            return crossovers(edges[:-1], edges[1:], c, (w @ matched) / c, min_count, float(edges[-1]))
     what = "the crossover entropy"
-    low = bootstrap_rule([top1.entropy, top1.accept], _crossover_of(edges, min_count), paper_cutoff - tolerance,
-                         what, min_n=min_count, unit="tokens", n_resamples=n_resamples, vectorized=False)
-    high = interval_rule(low.estimate, low.low, low.high, paper_cutoff + tolerance, n, what, above=False,
-                         min_n=min_count, unit="tokens", method="95% bootstrap")
-    cross = all_of([low, high], f"95% bootstrap interval of {what} within {paper_cutoff:g} ± {tolerance:g} nats "
-                                f"(never crossing counts as {edges[-1]:g}), n ≥ {min_count} tokens")
-    grows = correlation_rule(top1.entropy, 1.0 - top1.accept, 0.0, "Spearman ρ(entropy, mismatch)", strict=True,
-                             min_n=min_count, level=1 - alpha)
+    low = cluster_rule(crossover_of, g, paper_cutoff - tolerance, what, tokens=n, min_tokens=min_count,
+                       n_resamples=n_resamples)
+    lo, hi = low.low, low.high
+    high = prompt_interval_rule(low.estimate, lo, hi, paper_cutoff + tolerance, g, what, above=False, tokens=n,
+                                min_tokens=min_count)
+    cross = all_of([low, high], f"95% bootstrap interval over prompts of {what} within {paper_cutoff:g} ± "
+                                f"{tolerance:g} nats (never crossing counts as {edges[-1]:g}), n ≥ {MIN_PROMPTS} "
+                                f"prompts and ≥ {min_count} tokens")
+    cross = replace(cross, low=lo, high=hi)  # both parts read the one interval
+    grows = spearman_rule(top1.entropy, 1.0 - top1.accept, top1.prompt, 0.0, "Spearman ρ(entropy, mismatch)",
+                          strict=True, min_count=min_count, level=1 - alpha, n_resamples=n_resamples)
     rho, pv = spearman(top1.entropy, 1.0 - top1.accept)
     cross_text = (f"none: no entropy bin with ≥ {min_count} tokens" if populated == 0 else
                   "never: match likelier in every bin" if crossover is None else f"{crossover:.2f} nats")
     return [claim("Gunjur Fig. 1: mismatch likelier than match above entropy ≈ 1",
                   f"crossover at entropy {paper_cutoff:g} (the simple cutoff)",
-                  f"crossover {cross_text} (95% CI {low.low:.2f}–{low.high:.2f}; {n} top-1 tokens)", cross,
-                  crossover=crossover, paper_cutoff=paper_cutoff, tolerance=tolerance, populated_bins=populated,
-                  tokens=n, overall_match_rate=float(top1.accept.mean()) if n else math.nan),
+                  f"crossover {cross_text} (95% CI over prompts {lo:.2f}–{hi:.2f}; {n} top-1 tokens of {g} prompts)",
+                  cross, crossover=crossover, paper_cutoff=paper_cutoff, tolerance=tolerance,
+                  populated_bins=populated, tokens=n, prompts=g,
+                  overall_match_rate=float(top1.accept.mean()) if n else math.nan),
             claim("Gunjur Fig. 1: mismatch probability grows with entropy",
                   "mismatch probability of a drafted token increases with its entropy",
-                  f"Spearman ρ(entropy, mismatch) = {rho:.3f} (p-value {pv:.1e}, {n} tokens)", grows, rho=rho,
-                  p_value=pv, tokens=n)]
+                  f"Spearman ρ(entropy, mismatch) = {rho:.3f} ({1 - alpha:.0%} CI over prompts {grows.low:.3f}–"
+                  f"{grows.high:.3f}; {n} tokens of {g} prompts)", grows, rho=rho, p_value=pv, tokens=n, prompts=g)]
 
 
 def acceptance_report(tables: dict[str, pd.DataFrame]) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:

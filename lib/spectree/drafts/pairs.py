@@ -160,7 +160,7 @@ def load_trained_draft(path: Path, target: PreTrainedModel):
 
     if not path.exists():
         raise SpectreeError(f"draft checkpoint {path} is missing: train it with `python -m spectree train "
-                            f"--name {path.stem} --export` (see README)")
+                            f"--name {path.stem} --export` (docs/training.md)")
     check_safetensors(path)
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata() or {}

@@ -1,6 +1,7 @@
 """Runs the workbook's notebooks with papermill for a profile, exports one HTML report per notebook and
-writes figures/index.html. A notebook is skipped when its inputs (notebook, profile parameters, the
-library's source) are unchanged since its last successful run; `--force` reruns it. Called by run_all.sh.
+writes figures/index.html and figures/RESULTS.md (the default profile also the repository's RESULTS.md;
+`reports.results`). A notebook is skipped when its inputs (notebook, profile parameters, the library's source)
+are unchanged since its last successful run; `--force` reruns it. Called by run_all.sh.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from tqdm.auto import tqdm
 
 from spectree.core.errors import SpectreeError
 from spectree.core.paths import atomic_write_text, figures_dir, home
+from spectree.reports.results import (EARLIER, claims_of, headline, load_summary, record_run, shown, stamp,
+                                      verdict_text, write_results)
 
 PROFILES = ("quick", "default", "paper")
 
@@ -45,7 +48,9 @@ def export_html(executed: Path, report: Path) -> dict:
     return info
 
 
-def run_notebook(name: str, profile: str, params: dict, force: bool) -> tuple[str, float]:
+def run_notebook(name: str, profile: str, params: dict, force: bool, run: dict | None = None) -> tuple[str, float]:
+    """Run one notebook unless its results are current; returns ("ran" | "current", seconds). `run` (profile,
+    commit, date, device) is recorded beside a successful run's outputs for later RESULTS.md files."""
     import papermill
 
     notebook = home() / "notebooks" / name
@@ -54,17 +59,20 @@ def run_notebook(name: str, profile: str, params: dict, force: bool) -> tuple[st
     stem = notebook.stem
     out_dir = figures_dir() / stem
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp, report = out_dir / ".inputs.sha256", out_dir / "report.html"
+    digest_file, report = out_dir / ".inputs.sha256", out_dir / "report.html"
     digest = inputs_digest(notebook, {"profile": profile, **params})
-    if not force and report.exists() and stamp.exists() and stamp.read_text() == digest:
+    if not force and report.exists() and digest_file.exists() and digest_file.read_text() == digest:
         return "current", 0.0
     start = time.perf_counter()
     executed = out_dir / f"{stem}.ipynb"
     papermill.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name="python3",
                                cwd=str(home()), progress_bar=False)
     export_html(executed, report)
-    atomic_write_text(stamp, digest)
-    return "ran", time.perf_counter() - start
+    atomic_write_text(digest_file, digest)
+    seconds = time.perf_counter() - start
+    if run is not None:
+        record_run(stem, run, seconds)
+    return "ran", seconds
 
 
 VERDICT_COLOURS = {"holds": "#1b7f3b", "does not hold": "#b00020", "inconclusive": "#8a6d00"}
@@ -74,23 +82,22 @@ STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-
 
 def _headline(numbers: dict) -> str:
     """The scalar entries of a summary (numbers, short texts); tables and lists stay in the report."""
-    facts = []
-    for key, value in numbers.items():
-        if key == "claims" or isinstance(value, (dict, list)) or len(str(value)) > 120:
-            continue
-        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
-        facts.append(f"<li>{html.escape(str(key))}: {html.escape(shown)}</li>")
-    return f"<ul>{''.join(facts)}</ul>"
+    facts = "".join(f"<li>{html.escape(key)}: {html.escape(value)}</li>" for key, value in headline(numbers))
+    return f"<ul>{facts}</ul>"
 
 
 def _claims(claims: list) -> str:
+    """The claims as an HTML table: name, paper, ours, verdict (coloured; "inconclusive (n = …)"), rule."""
     if not claims:
         return ""
-    rows = "".join(
-        f"<tr><td>{html.escape(str(c.get('name', '')))}</td><td>{html.escape(str(c.get('paper', '')))}</td>"
-        f"<td>{html.escape(str(c.get('ours', '')))}</td><td style='color:{VERDICT_COLOURS.get(c.get('verdict'), '#000')}'>"
-        f"<b>{html.escape(str(c.get('verdict', '')))}</b></td></tr>" for c in claims)
-    return f"<table><tr><th>claim</th><th>paper</th><th>ours</th><th>verdict</th></tr>{rows}</table>"
+    rows = []
+    for c in claims:
+        colour = VERDICT_COLOURS.get(c.get("verdict"), "#000")
+        cells = [html.escape(shown(c.get(k))) for k in ("name", "paper", "ours")]
+        rows.append(f"<tr><td>{'</td><td>'.join(cells)}</td><td style='color:{colour}'>"
+                    f"<b>{html.escape(verdict_text(c))}</b></td><td>{html.escape(shown(c.get('rule')))}</td></tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "verdict", "rule"))
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
 def write_index(rows: list[dict], profile: str) -> Path:
@@ -98,14 +105,14 @@ def write_index(rows: list[dict], profile: str) -> Path:
     items = []
     for row in rows:
         stem = Path(row["notebook"]).stem
-        summary = figures_dir() / stem / "summary.json"
-        numbers = json.loads(summary.read_text()) if summary.exists() else {}
-        claims = numbers.get("claims") if isinstance(numbers.get("claims"), list) else []
+        numbers = load_summary(stem)
+        claims = claims_of(numbers)
         items.append(f'<section><h2><a href="{stem}/report.html">{html.escape(stem)}</a></h2>'
                      f"<p>{html.escape(row['status'])} ({row['seconds']:.0f} s)</p>{_headline(numbers)}"
                      f"{_claims(claims)}</section>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>spectree reports</title><style>{STYLE}</style>"
-            f"</head><body><h1>spectree workbook — profile {html.escape(profile)}</h1>{''.join(items)}</body></html>")
+            f"</head><body><h1>spectree workbook — profile {html.escape(profile)}</h1>"
+            f"<p>Also as markdown: <a href='RESULTS.md'>RESULTS.md</a>.</p>{''.join(items)}</body></html>")
     path = figures_dir() / "index.html"
     atomic_write_text(path, page)
     return path
@@ -122,18 +129,21 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in args.notebooks if args.only in (None, n, Path(n).stem)]
     if not names:
         raise SpectreeError(f"--only {args.only}: no such notebook in {args.notebooks}")
+    run = stamp(args.profile)
     rows = []
     for name in tqdm(names, desc=f"notebooks ({args.profile})", unit="notebook"):
-        status, seconds = run_notebook(name, args.profile, params.get(Path(name).stem, {}), args.force)
+        status, seconds = run_notebook(name, args.profile, params.get(Path(name).stem, {}), args.force, run)
         rows.append({"notebook": name, "status": status, "seconds": seconds})
     ran = {r["notebook"] for r in rows}
-    earlier = [{"notebook": n, "status": "from an earlier run", "seconds": 0.0} for n in args.notebooks
-               if n not in ran and (figures_dir() / Path(n).stem / "report.html").exists()]
-    index = write_index(sorted(rows + earlier, key=lambda r: r["notebook"]), args.profile)
+    earlier = [{"notebook": n, "status": EARLIER, "seconds": 0.0} for n in args.notebooks if n not in ran
+               and any((figures_dir() / Path(n).stem / f).exists() for f in ("report.html", "summary.json"))]
+    everything = sorted(rows + earlier, key=lambda r: r["notebook"])
+    index = write_index(everything, args.profile)
+    results = write_results(everything, args.profile, run)
     print(f"\n{'notebook':<32}{'status':<10}{'seconds':>8}")
     for row in rows:
         print(f"{row['notebook']:<32}{row['status']:<10}{row['seconds']:>8.1f}")
-    print(f"total {sum(r['seconds'] for r in rows):.0f} s; index: {index}")
+    print(f"total {sum(r['seconds'] for r in rows):.0f} s; index: {index}; results: {', '.join(map(str, results))}")
     return 0
 
 

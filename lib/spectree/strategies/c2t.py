@@ -139,7 +139,7 @@ def fit_and_save(train: list, valid: Optional[list], path: Path, cfg: Classifier
 def load_classifier(path: Path) -> C2TClassifier:
     """The classifier saved at `path`, loaded once per process (again only if the file changes)."""
     if not path.exists():
-        raise SpectreeError(f"C2T classifier {path} is missing: train it (see README, C2T)")
+        raise SpectreeError(f"C2T classifier {path} is missing: train it (docs/training.md, C2T classifier)")
     stat = path.stat()
     return _load(path.resolve(), stat.st_mtime_ns, stat.st_size)
 

@@ -1,0 +1,194 @@
+"""RESULTS.md, rendered from the notebooks' `figures/<notebook>/summary.json`: each notebook's headline numbers and
+every claim it judged (paper, ours, verdict, rule), stamped with the profile, commit, date, device and pairs.
+
+Measured numbers are never typed into docs by hand: the runner writes `figures/RESULTS.md` after every run, and
+the default profile (the embedded reference run) also writes the repository's `RESULTS.md`; quick and paper runs
+never touch that one. The helpers that read a summary (`load_summary`, `headline`, `claims_of`, `verdict_text`)
+are shared with `figures/index.html` (`reports.runner.write_index`), so both show the same numbers.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+from spectree.core.paths import atomic_write_text, figures_dir, home
+
+REFERENCE_PROFILE = "default"  # the only profile whose run is written to the repository's RESULTS.md
+EARLIER = "from an earlier run"  # the runner's status of a notebook not run in this invocation
+RUN_FILE = ".run.json"  # figures/<notebook>/.run.json: profile, commit and date of its last successful run
+MAX_SHOWN = 120  # longer scalar entries stay in the report, as lists and tables do
+
+
+# --- reading summaries ------------------------------------------------------------------------------------
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from `path`; {} when the file is missing, unreadable or not an object."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def load_summary(stem: str) -> dict[str, Any]:
+    """figures/<stem>/summary.json as a dict ({} when the notebook has written none)."""
+    return _read_json(figures_dir() / stem / "summary.json")
+
+
+def load_run(stem: str) -> dict[str, Any]:
+    """figures/<stem>/.run.json: what the runner recorded about the notebook's last successful run ({} if none)."""
+    return _read_json(figures_dir() / stem / RUN_FILE)
+
+
+def headline(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The scalar entries of a summary as (key, shown value): numbers and short texts. Claims, tables and lists
+    stay in the notebook's report."""
+    facts = []
+    for key, value in summary.items():
+        if key == "claims" or isinstance(value, (dict, list)) or len(str(value)) > MAX_SHOWN:
+            continue
+        facts.append((str(key), f"{value:.4g}" if isinstance(value, float) else str(value)))
+    return facts
+
+
+def claims_of(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summary's claim dicts (at least name, paper, ours, verdict; `rule` and `n` when the notebook gave them)."""
+    claims = summary.get("claims")
+    return [c for c in claims if isinstance(c, dict)] if isinstance(claims, list) else []
+
+
+def verdict_text(claim: dict[str, Any]) -> str:
+    """The verdict for display: "inconclusive (n = 12)" when an inconclusive claim says its sample size."""
+    verdict = str(claim.get("verdict", ""))
+    if verdict == "inconclusive" and claim.get("n") is not None:
+        return f"{verdict} (n = {claim['n']})"
+    return verdict
+
+
+def shown(value: Any) -> str:
+    """A claim's value as text: floats to 4 significant digits, containers as compact JSON."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(", ", ": "), default=str)
+    return "" if value is None else str(value)
+
+
+def cell(value: Any) -> str:
+    """Text safe inside a markdown table cell: one line, pipes escaped."""
+    return " ".join(shown(value).split()).replace("|", "\\|")
+
+
+# --- the stamp --------------------------------------------------------------------------------------------
+
+def git_commit() -> Optional[str]:
+    """`git rev-parse --short HEAD` of the workbook (marked when the work tree has uncommitted changes); None
+    outside a git checkout or without git."""
+    def git(*args: str) -> Optional[str]:
+        try:
+            done = subprocess.run(["git", *args], cwd=home(), capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit and git("status", "--porcelain", "--untracked-files=no"):
+        commit += " (with uncommitted changes)"
+    return commit or None
+
+
+def device_name() -> str:
+    """The accelerator the notebooks' models go to: the CUDA device's name, or "CPU, N threads"."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return f"CPU, {torch.get_num_threads()} threads"
+
+
+def stamp(profile: str) -> dict[str, str]:
+    """Profile, commit, date (UTC) and device of this run: the header of RESULTS.md and of each `.run.json`."""
+    return {"profile": profile, "commit": git_commit() or "unknown (not a git checkout)",
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "device": device_name()}
+
+
+def pairs_of(summaries: list[dict[str, Any]]) -> list[str]:
+    """The distinct `pair` entries of the summaries, in order of first appearance."""
+    return list(dict.fromkeys(str(s["pair"]) for s in summaries if s.get("pair") not in (None, "")))
+
+
+# --- rendering --------------------------------------------------------------------------------------------
+
+def _status(row: dict[str, Any]) -> str:
+    """How this notebook's numbers came about, in words (its earlier run's profile, commit and date if known)."""
+    run = load_run(Path(row["notebook"]).stem)
+    origin = ", ".join(f"{k} {run[k]}" for k in ("profile", "commit", "date") if run.get(k))
+    if row["status"] == "ran":
+        return f"ran in this invocation ({row['seconds']:.0f} s)"
+    if row["status"] == "current":
+        return "current: inputs unchanged since its last run" + (f" ({origin})" if origin else "")
+    if row["status"] == EARLIER:
+        return f"**not run in this invocation**: numbers {EARLIER} ({origin or 'profile unknown'})"
+    return str(row["status"])
+
+
+def _claims_table(claims: list[dict[str, Any]]) -> list[str]:
+    lines = ["| claim | paper | ours | verdict | rule |", "|---|---|---|---|---|"]
+    for c in claims:
+        lines.append(f"| {cell(c.get('name'))} | {cell(c.get('paper'))} | {cell(c.get('ours'))} "
+                     f"| **{cell(verdict_text(c))}** | {cell(c.get('rule', ''))} |")
+    return lines
+
+
+def _tally(claims: list[dict[str, Any]]) -> str:
+    verdicts = [str(c.get("verdict")) for c in claims]
+    return ", ".join(f"{verdicts.count(v)} {v}" for v in ("holds", "does not hold", "inconclusive"))
+
+
+def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> str:
+    """RESULTS.md for the runner's rows ({"notebook", "status", "seconds"}) under the stamp `run`; `links` is the
+    path from the file's folder to figures/ ("" for figures/RESULTS.md, "figures/" for the repository's)."""
+    summaries = {row["notebook"]: load_summary(Path(row["notebook"]).stem) for row in rows}
+    everything = [c for s in summaries.values() for c in claims_of(s)]
+    pairs = pairs_of(list(summaries.values()))
+    out = ["# Results", "",
+           "Generated by `./run_all.sh` (`spectree.reports.results`) from each notebook's `summary.json`; "
+           "do not edit by hand.", "",
+           f"- profile: {run['profile']}", f"- commit: {run['commit']}", f"- date: {run['date']}",
+           f"- device: {run['device']}", f"- pairs: {', '.join(pairs) if pairs else 'none recorded'}",
+           f"- claims: {_tally(everything)}", ""]
+    for row in rows:
+        stem = Path(row["notebook"]).stem
+        summary = summaries[row["notebook"]]
+        out += [f"## {stem}", "", f"[report]({links}{stem}/report.html) — {_status(row)}", ""]
+        if not summary:
+            out += ["No summary.json.", ""]
+            continue
+        facts = headline(summary)
+        out += [f"- {key}: {value}" for key, value in facts] + ([""] if facts else [])
+        claims = claims_of(summary)
+        out += (_claims_table(claims) if claims else ["No claims."]) + [""]
+    return "\n".join(out)
+
+
+def write_results(rows: list[dict[str, Any]], profile: str, run: Optional[dict[str, str]] = None) -> list[Path]:
+    """Write figures/RESULTS.md for every profile and, for the default profile only, the repository's
+    RESULTS.md (atomically). Returns the paths written."""
+    run = run or stamp(profile)
+    written = [figures_dir() / "RESULTS.md"]
+    atomic_write_text(written[0], render(rows, run, links=""))
+    if profile == REFERENCE_PROFILE:
+        written.append(home() / "RESULTS.md")
+        atomic_write_text(written[1], render(rows, run, links="figures/"))
+    return written
+
+
+def record_run(stem: str, run: dict[str, str], seconds: float) -> Path:
+    """figures/<stem>/.run.json after a successful run, so that later RESULTS.md files can say where its numbers
+    came from when the notebook is not rerun."""
+    path = figures_dir() / stem / RUN_FILE
+    atomic_write_text(path, json.dumps({**run, "seconds": round(seconds, 1)}, indent=1) + "\n")
+    return path

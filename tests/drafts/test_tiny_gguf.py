@@ -1,7 +1,6 @@
 """The tiny GGUF fixture round-trips through transformers' GGUF loader, and bad files fail clearly."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -23,10 +22,7 @@ def test_tiny_gguf_roundtrip_matches_logits(tiny_gguf):
 
     path, ref = tiny_gguf
     check_gguf(path)
-    start = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 5.0, f"tiny GGUF took {elapsed:.2f}s to load"
     assert model.config.num_key_value_heads == ref.config.num_key_value_heads
     assert not model.config.tie_word_embeddings
 

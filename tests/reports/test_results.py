@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from spectree.analysis.claims import verdict_text
 from spectree.reports import results, runner
 
 NOTEBOOKS = ["00_alpha.ipynb", "02_beta.ipynb", "04_gamma.ipynb"]
@@ -65,7 +66,7 @@ def test_every_claim_of_every_notebook_appears_with_its_verdict_and_rule(workboo
         assert f"## {stem}" in text
         for claim in summary.get("claims", []):
             line = claim_line(text, claim)
-            assert f"| **{results.verdict_text(claim)}** |" in line
+            assert f"| **{verdict_text(claim)}** |" in line
             assert results.cell(claim["paper"]) in line and results.cell(claim["ours"]) in line
             assert claim.get("rule", "") in line
     assert "| **inconclusive (n = 5)** |" in text  # an inconclusive claim says the n it rests on

@@ -56,8 +56,10 @@ def claim(name: str, paper: str, ours: Any, evidence: Evidence, **details: Any) 
 
 
 def verdict_text(c: dict[str, Any]) -> str:
-    """The verdict for display: "inconclusive (n = 12)" for an inconclusive claim, the plain verdict otherwise."""
-    return f"{c['verdict']} (n = {c.get('n')})" if c["verdict"] == INCONCLUSIVE else c["verdict"]
+    """The verdict for display: "inconclusive (n = 12)" for an inconclusive claim that states its sample size,
+    the plain verdict otherwise."""
+    verdict = str(c.get("verdict", ""))
+    return f"{verdict} (n = {c['n']})" if verdict == INCONCLUSIVE and c.get("n") is not None else verdict
 
 
 def claims_text(claims: Sequence[dict[str, Any]]) -> str:
@@ -68,7 +70,7 @@ def claims_text(claims: Sequence[dict[str, Any]]) -> str:
 
 def tally(claims: Sequence[dict[str, Any]]) -> str:
     """'2 holds, 0 does not hold, 1 inconclusive'."""
-    return ", ".join(f"{sum(c['verdict'] == v for c in claims)} {v}" for v in VERDICTS)
+    return ", ".join(f"{sum(c.get('verdict') == v for c in claims)} {v}" for v in VERDICTS)
 
 
 def jsonable(obj: Any) -> Any:

@@ -3,7 +3,7 @@ every claim it judged (paper, ours, verdict, rule), stamped with the profile, co
 
 Measured numbers are never typed into docs by hand: the runner writes `figures/RESULTS.md` after every run, and
 the default profile (the embedded reference run) also writes the repository's `RESULTS.md`; quick and paper runs
-never touch that one. The helpers that read a summary (`load_summary`, `headline`, `claims_of`, `verdict_text`)
+never touch that one. The helpers that read a summary (`load_summary`, `headline`, `claims_of`; verdicts as `analysis.claims` words them)
 are shared with `figures/index.html` (`reports.runner.write_index`), so both show the same numbers.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
+from spectree.analysis.claims import tally, verdict_text
 from spectree.core.paths import atomic_write_text, figures_dir, home
 
 REFERENCE_PROFILE = "default"  # the only profile whose run is written to the repository's RESULTS.md
@@ -58,14 +59,6 @@ def claims_of(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The summary's claim dicts (at least name, paper, ours, verdict; `rule` and `n` when the notebook gave them)."""
     claims = summary.get("claims")
     return [c for c in claims if isinstance(c, dict)] if isinstance(claims, list) else []
-
-
-def verdict_text(claim: dict[str, Any]) -> str:
-    """The verdict for display: "inconclusive (n = 12)" when an inconclusive claim says its sample size."""
-    verdict = str(claim.get("verdict", ""))
-    if verdict == "inconclusive" and claim.get("n") is not None:
-        return f"{verdict} (n = {claim['n']})"
-    return verdict
 
 
 def shown(value: Any) -> str:
@@ -143,11 +136,6 @@ def _claims_table(claims: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _tally(claims: list[dict[str, Any]]) -> str:
-    verdicts = [str(c.get("verdict")) for c in claims]
-    return ", ".join(f"{verdicts.count(v)} {v}" for v in ("holds", "does not hold", "inconclusive"))
-
-
 def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> str:
     """RESULTS.md for the runner's rows ({"notebook", "status", "seconds"}) under the stamp `run`; `links` is the
     path from the file's folder to figures/ ("" for figures/RESULTS.md, "figures/" for the repository's)."""
@@ -159,7 +147,7 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> 
            "do not edit by hand.", "",
            f"- profile: {run['profile']}", f"- commit: {run['commit']}", f"- date: {run['date']}",
            f"- device: {run['device']}", f"- pairs: {', '.join(pairs) if pairs else 'none recorded'}",
-           f"- claims: {_tally(everything)}", ""]
+           f"- claims: {tally(everything)}", ""]
     for row in rows:
         stem = Path(row["notebook"]).stem
         summary = summaries[row["notebook"]]

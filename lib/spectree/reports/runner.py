@@ -17,8 +17,9 @@ from tqdm.auto import tqdm
 
 from spectree.core.errors import SpectreeError
 from spectree.core.paths import atomic_write_text, figures_dir, home
+from spectree.analysis.claims import verdict_text
 from spectree.reports.results import (EARLIER, claims_of, headline, load_summary, record_run, shown, stamp,
-                                      verdict_text, write_results)
+                                      write_results)
 
 PROFILES = ("quick", "default", "paper")
 

@@ -53,6 +53,11 @@ def select_on(policy, cand: Nodes, tree: Optional[DraftTree] = None) -> np.ndarr
     return policy.select(Rows(growth, rows), growth.rows(growth.grown))
 
 
+def frontier_rows(tree: DraftTree, nodes) -> Rows:
+    """Nodes [f] of a hand-made tree as the frontier rows `child_candidates` reads."""
+    return Rows(Growth(_table(tree), grown=np.ones(len(tree), dtype=bool)), np.asarray(nodes))
+
+
 def expand_on(policy, tree: DraftTree, new: torch.Tensor) -> np.ndarray:
     """`policy.expand` on the nodes `new` of a hand-made tree."""
     growth = Growth(_table(tree), grown=np.ones(len(tree), dtype=bool))

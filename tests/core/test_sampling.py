@@ -8,6 +8,7 @@ from spectree.core.sampling import (
     rank_in_row,
     row_topk,
     sample_without_replacement,
+    top_values,
     topm_entropy,
 )
 
@@ -26,6 +27,16 @@ def test_row_topk_is_exact_when_the_top_k_share_one_chunk():
     x[:, 128:136] = torch.arange(8, 0, -1).float()  # all eight winners in one 64-column chunk
     values, idx = row_topk(x, 8)
     assert torch.equal(idx[0], torch.arange(128, 136)) and torch.equal(values[0], torch.arange(8, 0, -1).float())
+
+
+def test_top_values_are_the_top_m_of_each_row_ties_and_minus_infinity_included():
+    gen = torch.Generator().manual_seed(3)
+    for v, m in [(49152, 1000), (8192, 1000), (4096, 700), (3000, 100), (1000, 1000)]:  # the last two: partition
+        x = torch.randn(3, v, generator=gen) * 3
+        x[1] = x[1].round()  # few distinct values: ties at the boundary
+        x[2, 50:] = float("-inf")  # fewer finite values than m
+        got = np.sort(top_values(x, m), axis=-1)
+        assert np.array_equal(got, np.sort(x.topk(m, dim=-1).values.numpy(), axis=-1)), (v, m)
 
 
 def test_log_partition_and_entropy_match_the_definitions():

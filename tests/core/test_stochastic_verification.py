@@ -146,11 +146,12 @@ def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy
         nonlocal codes
         nodes = torch.from_numpy(frontier.idx)
         logits = world.draft_logits[codes[nodes]]  # [f, V]
-        cand, warped = child_candidates(every_row(), nodes, logits, policy.width(frontier), sampling, generator)
+        cand, warped = child_candidates(frontier, logits, policy.width(frontier), sampling, generator)
         if warped is not None:
             dists.append((nodes, warped))
-        codes = torch.cat([codes, world.child[codes[cand.parents], cand.tokens]])
-        return table.append({f: c.numpy() for f, c in cand.columns().items()})
+        parents, tokens = torch.from_numpy(cand["parents"]), torch.from_numpy(cand["tokens"])
+        codes = torch.cat([codes, world.child[codes[parents], tokens]])
+        return table.append(cand)
 
     growth = grow(table, policy, offer)
     assert not static or (growth.kept == growth.grown).all()  # draft_tree's final subtree keeps everything grown

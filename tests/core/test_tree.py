@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 from helpers import PARENTS, make_tree
@@ -45,6 +46,6 @@ def test_subtree_rejects_a_node_without_its_parent():
 
 def test_tree_allowed_sees_prefix_and_fed_ancestors_only():
     tree = make_tree(PARENTS)
-    slots = torch.tensor([-1, 5, 6, 7, 8, 9, 10])  # root in the prefix (5 slots); nodes fed after it
-    allowed = tree_allowed(tree.ancestor_mask()[[6]], prefix_len=5, slots=slots, cache_len=11)
+    slots = np.array([-1, 5, 6, 7, 8, 9, 10])  # root in the prefix (5 slots); nodes fed after it
+    allowed = tree_allowed(tree.parents.numpy(), np.array([6]), slots, prefix_len=5, cache_len=11)
     assert allowed[0].nonzero().flatten().tolist() == [0, 1, 2, 3, 4, 5, 7, 10]

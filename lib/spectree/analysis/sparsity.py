@@ -15,6 +15,7 @@ import time
 from functools import partial
 from typing import Callable, Hashable, Iterable, Optional, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -47,7 +48,7 @@ def verify_mask(tree: DraftTree, prefix: int) -> torch.Tensor:
     """bool [n, prefix + n]: the mask of the target's verification forward as `CachedLM.feed_tree` builds it
     (every tree node, root included, after `prefix` cached tokens; slot prefix + i holds node i)."""
     n = len(tree)
-    return tree_allowed(tree.ancestor_mask(), prefix, prefix + torch.arange(n), prefix + n)
+    return tree_allowed(tree.parents.numpy(), np.arange(n), prefix + np.arange(n), prefix, prefix + n)
 
 
 # --- trees ----------------------------------------------------------------------------------------------

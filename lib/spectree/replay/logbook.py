@@ -4,7 +4,8 @@
 Labels: `on_path` (the node's path tokens equal the target's greedy continuation) and `target_prob`
 (the target's probability of the node's token, where the target scored it: nodes whose parent is on
 the greedy path — exactly the nodes a verifier ever examines). Files are written atomically and a run
-resumes by skipping prompts already logged.
+resumes by skipping prompts already logged. The folder's manifest records what the logbook is made from
+(`logbook_manifest`); a run asking for anything else under its name is refused before a model loads.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tqdm.auto import tqdm
 
 from spectree.core.decode import greedy_continuation, walk_continuation
 from spectree.core.errors import SpectreeError
+from spectree.core.manifest import digest, inside, resume_or_refuse
 from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir
 from spectree.core.sampling import Sampling
 from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
@@ -138,15 +140,39 @@ def logbook_dir(cfg: LogConfig, name: str) -> Path:
     return cache_dir() / "logbooks" / f"{cfg.pair}-{name}-{cfg.key()}"
 
 
+def logbook_manifest(prompts: list[Prompt], cfg: LogConfig) -> dict:
+    """What a logbook is made from: its LogConfig, the logbook format, the prompts (keys, and a digest of their
+    texts) and a digest of the draft's checkpoint (`pairs.draft_digest`; the folder name holds only the pair's)."""
+    from spectree.drafts.pairs import draft_digest
+
+    return {**asdict(cfg), "format": LOG_FORMAT, "prompts": [p.key for p in prompts],
+            "texts": digest([p.text for p in prompts]), "draft": draft_digest(cfg.pair)}
+
+
+def _legacy_manifest(out: Path, wanted: dict) -> Optional[dict]:
+    """What a logbook logged before manifests was made from: its config.json and the prompts its files hold (an
+    interrupted run's files are the first of the prompts it was asked); format, texts and draft were not recorded."""
+    files = sorted(out.glob("*.parquet"))
+    if not files or not (out / "config.json").exists():
+        return None
+    logged = [read_logged_prompt(f).prompt.key for f in files]
+    asked = wanted["prompts"]
+    return {**wanted, **json.loads((out / "config.json").read_text()),
+            "prompts": asked if logged == asked[:len(logged)] else logged}
+
+
 def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optional[Path] = None,
                   models=None) -> Path:
-    """Log every prompt (skipping those already logged) and return the logbook folder."""
+    """Log every prompt (skipping those already logged) and return the logbook folder. A logbook of this name
+    made from anything else (`logbook_manifest`) is refused in one line, before any model loads."""
     from spectree.drafts.pairs import check_pair_name, load_pair
 
     check_pair_name(cfg.pair)
     out = Path(out) if out else logbook_dir(cfg, name)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.json", json.dumps(asdict(cfg), indent=1))
+    wanted = logbook_manifest(prompts, cfg)
+    legacy = None if inside(out).exists() else _legacy_manifest(out, wanted)
+    resume_or_refuse(out, wanted, any(out.glob("*.parquet")), "pass another --name, or delete it to log again", legacy)
+    atomic_write_text(out / "config.json", json.dumps(asdict(cfg), indent=1))  # the LogConfig, for readers
     todo = [(i, p) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]
     if todo:
         target, draft, tok = models or load_pair(cfg.pair)

@@ -28,6 +28,7 @@ from spectree.core.paths import (
     atomic_write_bytes,
     atomic_write_text,
     cache_dir,
+    check_name,
 )
 from spectree.core.treeattn import additive_mask
 from spectree.drafts.edd import (
@@ -81,8 +82,10 @@ class TrainConfig:
             raise SpectreeError(f"need 1 <= block_min <= block_max, got {self.block_min}, {self.block_max}")
         for key in ("seq_len", "batch", "warmup", "decay", "steps", "self_prompts", "self_code_prompts", "self_max_new", "self_batch", "teacher_topk",
                     "root_weight"):
-            if getattr(self, key) < 0:
+            if not 0 <= getattr(self, key) < float("inf"):  # NaN and inf too
                 raise SpectreeError(f"{key} must be >= 0, got {getattr(self, key)}")
+        if not 0 < self.lr < float("inf"):
+            raise SpectreeError(f"lr must be a positive number, got {self.lr}")
 
 
 def sharegpt_chunks(tokenizer, seq_len: int, seed: int, n_chunks: int) -> list[list[int]]:
@@ -239,7 +242,7 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
     cfg.steps or max_minutes (checkpointing first). Without a saved state, `init_from` (a shipped
     checkpoint, e.g. on a new machine) gives the starting layer and `init_step` the step it had reached,
     so the data order continues where that run stopped (the optimizer state starts afresh)."""
-    work = cache_dir() / "train" / name
+    work = cache_dir() / "train" / check_name(name, "draft")
     work.mkdir(parents=True, exist_ok=True)
     if fresh:
         (work / "state.pt").unlink(missing_ok=True)

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from spectree.core.decode import greedy_continuation, walk_continuation
 from spectree.core.errors import SpectreeError
-from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir
+from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir, check_name
 from spectree.core.sampling import Sampling
 from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
 from spectree.prompts import Prompt, chat_ids
@@ -45,7 +45,7 @@ class LogConfig:
 
     def __post_init__(self):
         for key, value in asdict(self).items():
-            if isinstance(value, int) and value < (0 if key == "max_new_tokens" else 1):
+            if isinstance(value, int) and value < 1:
                 raise SpectreeError(f"logbook: {key} must be positive, got {value}")
 
     def policy(self):
@@ -144,7 +144,7 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
     from spectree.drafts.pairs import check_pair_name, load_pair
 
     check_pair_name(cfg.pair)
-    out = Path(out) if out else logbook_dir(cfg, name)
+    out = Path(out) if out else logbook_dir(cfg, check_name(name, "logbook"))
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.json", json.dumps(asdict(cfg), indent=1))
     todo = [(i, p) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]

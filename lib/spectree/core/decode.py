@@ -129,6 +129,7 @@ def greedy_continuation(target: PreTrainedModel, ids: list[int], max_new_tokens:
                         eos_ids: tuple[int, ...]) -> tuple[list[int], int]:
     """The target's greedy continuation run `extra` tokens past the end (ignoring EOS, so every draft node
     up to that depth has a label), and the length of the generation proper (cut at max / after EOS)."""
+    ids = check_prompt(target.config, ids, max_new_tokens, extra)
     cont = speculative_generate(target, None, ids, None, max_new_tokens + extra).tokens
     return cont, len(truncate(cont, max_new_tokens, eos_ids))
 

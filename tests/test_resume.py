@@ -200,12 +200,19 @@ PROMPTS = [Prompt("mtbench", "81", "writing", "alpha"), Prompt("mtbench", "82", 
 LOG = LogConfig(pair=f"{TARGET}+vdm:tiny", max_new_tokens=3, K=3, d_max=2, beam=4, b_env=1, d_env=1)
 
 
+def stand_in_draft(home, name: str, value: float = 1.0) -> None:
+    """A whole VDM checkpoint file data/drafts/<name>.safetensors (never loaded: only its bytes count)."""
+    from safetensors.torch import save_file
+
+    (home / "data/drafts").mkdir(parents=True, exist_ok=True)
+    save_file({"w": torch.full((2,), value)}, str(home / f"data/drafts/{name}.safetensors"), metadata={"kind": "vdm"})
+
+
 @pytest.fixture
 def logged(home, target):
     """A logbook of PROMPTS under LOG in home/lb (the draft checkpoint is a stand-in file: only its bytes count)."""
     for name in ("tiny", "tiny2"):
-        (home / "data/drafts").mkdir(parents=True, exist_ok=True)
-        (home / f"data/drafts/{name}.safetensors").write_bytes(b"draft one")
+        stand_in_draft(home, name)
     return write_logbook(PROMPTS, LOG, "z", out=home / "lb", models=(target, tiny_llama(seed=1, layers=1), Chat()))
 
 
@@ -230,7 +237,7 @@ def test_logging_another_request_under_a_logbook_name_is_refused_before_a_model_
     if key == "format":
         monkeypatch.setattr(lb, "LOG_FORMAT", lb.LOG_FORMAT + 1)
     if key == "draft":
-        (home / "data/drafts/tiny.safetensors").write_bytes(b"draft two")
+        stand_in_draft(home, "tiny", value=2.0)
     old = json.loads((logged / "manifest.json").read_text())[key]
     new = logbook_manifest(prompts, cfg)[key]
     with pytest.raises(SpectreeError) as refused:
@@ -241,8 +248,7 @@ def test_logging_another_request_under_a_logbook_name_is_refused_before_a_model_
 
 
 def test_log_command_with_other_prompts_under_a_name_exits_2_in_one_line(home, target, no_model, capsys):
-    (home / "data/drafts").mkdir(parents=True)
-    (home / "data/drafts/tiny.safetensors").write_bytes(b"draft one")
+    stand_in_draft(home, "tiny")
     models = (target, tiny_llama(seed=1, layers=1), Chat())
     folder = write_logbook(parse_prompt_spec("mtbench:1"), LOG, "Z", models=models)
     assert folder == logbook_dir(LOG, "Z")

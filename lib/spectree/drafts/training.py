@@ -32,6 +32,7 @@ from spectree.core.paths import (
     atomic_write_bytes,
     atomic_write_text,
     cache_dir,
+    check_name,
 )
 from spectree.core.treeattn import additive_mask
 from spectree.drafts.edd import (
@@ -85,8 +86,10 @@ class TrainConfig:
             raise SpectreeError(f"need 1 <= block_min <= block_max, got {self.block_min}, {self.block_max}")
         for key in ("seq_len", "batch", "warmup", "decay", "steps", "self_prompts", "self_code_prompts", "self_max_new", "self_batch", "teacher_topk",
                     "root_weight"):
-            if getattr(self, key) < 0:
+            if not 0 <= getattr(self, key) < float("inf"):  # NaN and inf too
                 raise SpectreeError(f"{key} must be >= 0, got {getattr(self, key)}")
+        if not 0 < self.lr < float("inf"):
+            raise SpectreeError(f"lr must be a positive number, got {self.lr}")
 
 
 def training_windows(target, tokenizer, cfg: TrainConfig) -> list[list[int]]:
@@ -221,7 +224,7 @@ def check_resume(name: str, cfg: TrainConfig, target: str, restart: bool = False
     """data/cache/train/<name>, checked before any model loads: a state made with other settings (`run_record`)
     is refused in one line naming them, unless `restart` removes it; before a state exists, this run's settings
     are recorded."""
-    work = cache_dir() / "train" / name
+    work = cache_dir() / "train" / check_name(name, "draft")
     if restart:
         (work / "state.pt").unlink(missing_ok=True)
     resume_or_refuse(work, run_record(cfg, target), (work / "state.pt").exists(),

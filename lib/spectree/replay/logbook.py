@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from spectree.core.decode import greedy_continuation, walk_continuation
 from spectree.core.errors import SpectreeError
 from spectree.core.manifest import digest, inside, resume_or_refuse
-from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir
+from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir, check_name
 from spectree.core.sampling import Sampling
 from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
 from spectree.prompts import Prompt, chat_ids
@@ -47,7 +47,7 @@ class LogConfig:
 
     def __post_init__(self):
         for key, value in asdict(self).items():
-            if isinstance(value, int) and value < (0 if key == "max_new_tokens" else 1):
+            if isinstance(value, int) and value < 1:
                 raise SpectreeError(f"logbook: {key} must be positive, got {value}")
 
     def policy(self):
@@ -168,7 +168,7 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
     from spectree.drafts.pairs import check_pair_name, load_pair
 
     check_pair_name(cfg.pair)
-    out = Path(out) if out else logbook_dir(cfg, name)
+    out = Path(out) if out else logbook_dir(cfg, check_name(name, "logbook"))
     wanted = logbook_manifest(prompts, cfg)
     legacy = None if inside(out).exists() else _legacy_manifest(out, wanted)
     resume_or_refuse(out, wanted, any(out.glob("*.parquet")), "pass another --name, or delete it to log again", legacy)

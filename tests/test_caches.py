@@ -1,12 +1,12 @@
 """Internal caches are reused only when their manifest records what this run asks for; a cache made from another
 value of ANY recorded key is rebuilt (with one note on stderr naming the key) and records the request again.
 One case per cache kind: the cost model, the ShareGPT windows, the self-distilled answers, the trained C2T
-classifier, the notebook runner's stamp and the dequantised target."""
+classifier, the notebooks' logbooks, the notebook runner's stamp and the dequantised target."""
 import json
 from pathlib import Path
 
 import pytest
-from helpers import tiny_llama
+from helpers import stand_in_draft, tiny_llama
 
 from spectree.core.manifest import beside, inside
 
@@ -74,20 +74,31 @@ def self_answers(monkeypatch, home, target):
     return make, builds
 
 
+LOG = dict(max_new_tokens=4, K=3, d_max=2, beam=4, b_env=1, d_env=1)
+
+
 def c2t_classifier(monkeypatch, home, target):
     from spectree.analysis import surfaces
-    from spectree.prompts import parse_prompt_spec
-    from spectree.replay.logbook import LogConfig, write_logbook
+    from spectree.replay.logbook import LogConfig, notebook_logbook
     from spectree.strategies.c2t import ClassifierTraining
 
-    cfg = LogConfig(max_new_tokens=4, K=3, d_max=2, beam=4, b_env=1, d_env=1)
-    write_logbook(parse_prompt_spec("mtbench:2"), cfg, surfaces.logbook_tag("mtbench:2"),
-                  models=(target, tiny_llama(seed=1, layers=1), Chat()))
+    cfg = LogConfig(**LOG)
+    notebook_logbook("mtbench:2", cfg, models=(target, tiny_llama(seed=1, layers=1), Chat()))
     builds = counted(monkeypatch, surfaces, "train_on_logbook")
 
     def make():
         _, origin = surfaces.get_classifier("missing", cfg, "mtbench:2", ClassifierTraining(epochs=1))
         return beside(home / "data/c2t" / f"{origin['classifier']}.safetensors")
+    return make, builds
+
+
+def notebook_logbook(monkeypatch, home, target):
+    from spectree.replay import logbook as lb
+
+    builds = counted(monkeypatch, lb, "log_prompt")  # one prompt: one call a build
+
+    def make():
+        return lb.inside(lb.notebook_logbook("mtbench:1", lb.LogConfig(**LOG), (target, tiny_llama(1, 1), Chat())))
     return make, builds
 
 
@@ -137,13 +148,17 @@ CASES = {  # cache kind → (builder, the keys its manifest records)
     "sharegpt_windows": (sharegpt_windows, ["n_chunks", "seed", "seq_len", "tokenizer"]),
     "self_answers": (self_answers, ["batch", "max_new_tokens", "seed", "shard", "source", "target"]),
     "c2t_classifier": (c2t_classifier, ["logbook", "train_fraction", "training"]),
+    "notebook_logbook": (notebook_logbook, ["K", "b_env", "beam", "d_env", "d_max", "draft", "format",
+                                            "max_new_tokens", "pair", "prompts", "texts"]),
     "notebook_stamp": (notebook_stamp, ["drafts", "library", "notebook", "packages", "params", "profile"]),
     "dequantised_target": (dequantised_target, ["gguf", "mtime", "size"]),
 }
 
 
 def other(value):
-    """A different value of the same JSON type."""
+    """A different value of the same JSON type (of null: a string, as a draft's digest)."""
+    if value is None:
+        return "other"
     if isinstance(value, bool):
         return not value
     if isinstance(value, (int, float)):
@@ -217,3 +232,20 @@ def test_self_answers_made_from_another_batch_are_regenerated_not_mixed(home, ta
     (folder / "manifest.json").write_text(json.dumps({**manifest, "batch": 1}))
     assert selfdistill.target_answers(target, Chat(), 2, max_new_tokens=3, seed=0, batch=2, shard=2,
                                       source="pystdlib") == first
+
+
+def test_a_notebook_logbook_of_a_retrained_draft_is_logged_again_while_log_name_refuses(home, target):
+    from spectree.core.errors import SpectreeError
+    from spectree.prompts import parse_prompt_spec
+    from spectree.replay.logbook import LogConfig, notebook_logbook, read_logbook, write_logbook
+
+    cfg, models = LogConfig(pair="smollm2-135m-instruct+vdm:nb", **LOG), (target, tiny_llama(1, 1), Chat())
+    stand_in_draft(home, "nb")
+    named = write_logbook(parse_prompt_spec("mtbench:1"), cfg, "named", models=models)
+    shared = notebook_logbook("mtbench:1", cfg, models)
+    first = json.loads(inside(shared).read_text())["draft"]
+    stand_in_draft(home, "nb", value=2.0)  # the shipped draft, retrained
+    with pytest.raises(SpectreeError, match="was made with draft="):
+        write_logbook(parse_prompt_spec("mtbench:1"), cfg, "named", models=models)
+    assert notebook_logbook("mtbench:1", cfg, models) == shared and len(read_logbook(shared)) == 1
+    assert json.loads(inside(shared).read_text())["draft"] != first == json.loads(inside(named).read_text())["draft"]

@@ -3,15 +3,12 @@ before anything is written; valid input is untouched."""
 import importlib.util
 import json
 import math
-import os
 import re
-import shutil
-import subprocess
 
 import pytest
 import spectree.drafts.pairs as pairs
 import torch
-from helpers import tiny_llama
+from helpers import LOADERS, no_model, offline_home, refuse, tiny_llama
 from spectree.cli import main
 from spectree.core.decode import (
     greedy_continuation,
@@ -19,7 +16,6 @@ from spectree.core.decode import (
     walk_continuation,
 )
 from spectree.core.errors import SpectreeError, TreeTooLarge
-from spectree.core.paths import check_safetensors
 from spectree.core.sampling import Sampling
 from spectree.drafts.edd import EDDDrafter, add_fusion, one_layer_draft
 from spectree.prompts import Prompt, chat_ids, parse_prompt_spec
@@ -35,42 +31,7 @@ WINDOW = 8192  # SmolLM2's max_position_embeddings
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    """An empty SPECTREE_HOME (the cached target linked in, for its tokenizer and config) where no model loads:
-    every loader raises."""
-    from spectree.core.paths import cache_dir
-
-    models = cache_dir() / "models"
-    root = tmp_path / "home"
-    (root / "data" / "cache").mkdir(parents=True)
-    if models.exists():
-        (root / "data" / "cache" / "models").symlink_to(models)
-    monkeypatch.setenv("SPECTREE_HOME", str(root))
-    for loader in ("load_pair", "load_target", "load_draft", "load_trained_draft"):
-        monkeypatch.setattr(pairs, loader, _no_model)
-    return root
-
-
-def _no_model(*args, **kwargs):
-    raise AssertionError("a model was loaded")
-
-
-def files(root) -> set:
-    return {os.path.join(d, f) for d, _, names in os.walk(root) for f in names}
-
-
-def refuse(argv, capsys, root=None) -> str:
-    """Run the CLI; it must exit with 2, print exactly one line on stderr and write nothing under `root`."""
-    before = files(root) if root else None
-    try:
-        code = main(argv)
-    except SystemExit as stop:  # argparse's refusals
-        code = stop.code
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert err.count("\n") == 1 and err.startswith("spectree: error: "), err
-    if root:
-        assert files(root) == before
-    return err
+    return offline_home(tmp_path, monkeypatch)
 
 
 class Template:
@@ -101,6 +62,7 @@ def test_cli_refuses_a_prompt_past_the_context_window(command, home, capsys):
     err = refuse(command + ["--prompts", "mtbench:1", "--max-new-tokens", str(fits), "--json", str(home / "o.json")],
                  capsys, home)
     assert f"exceeds the target's context window of {WINDOW:,}" in err and "tree depth" in err
+    assert "+ --max-new-tokens " in err and "lower --max-new-tokens" in err  # the flag typed, not the parameter
 
 
 def test_cli_counts_the_deepest_tree_and_lets_a_prompt_that_fits_through(home, capsys):
@@ -125,11 +87,22 @@ def test_decoding_refuses_a_prompt_past_the_context_window(tiny_target):
     assert len(speculative_generate(tiny_target, None, ids, None, 6).tokens) == 6  # 256 fits
 
 
+def test_write_logbook_checks_its_prompts_before_it_makes_a_folder(home, tiny_target, capsys):
+    models = (tiny_target, tiny_target, Template([5] * 250))  # 250 + max_new_tokens 4 + d_max 3 > 256
+    with pytest.raises(SpectreeError, match="prompt toy/0: .* max_new_tokens 4 \\+ tree depth 3 = 257 .* 256"):
+        write_logbook([PROMPT], LogConfig(pair="smollm2-layerskip", max_new_tokens=4, d_max=3), "x", models=models)
+    assert not (home / "data" / "cache" / "logbooks").exists()
+    fits = WINDOW - prompt_len()  # the Python API loads the target's tokenizer and config, never its weights
+    with pytest.raises(SpectreeError, match="exceeds the target's context window of 8,192"):
+        write_logbook(parse_prompt_spec("mtbench:1"), LogConfig(pair="smollm2-layerskip", max_new_tokens=fits), "y")
+    assert not (home / "data" / "cache" / "logbooks").exists()
+
+
 def test_bench_checks_every_prompt_before_decoding(tiny_target, monkeypatch):
     import spectree.speed.bench as bench
 
-    monkeypatch.setattr(bench, "speculative_generate", _no_model)
-    monkeypatch.setattr(bench, "hf_generate", _no_model)
+    monkeypatch.setattr(bench, "speculative_generate", no_model)
+    monkeypatch.setattr(bench, "hf_generate", no_model)
     models = (tiny_target, tiny_target, Template([5] * 250))
     with pytest.raises(SpectreeError, match="prompt toy/0: .* context window of 256"):
         run_strategies(models, [PROMPT], [Kary(b=2, d=3)], 4)
@@ -160,18 +133,20 @@ def test_bench_checks_every_prompt_before_decoding(tiny_target, monkeypatch):
     (["bench", "--strategies", "sequoia:n=100000"], "sequoia: n=100000 draft tokens cannot fit"),
     (["bench", "--strategies", "chain:stop=entropy,threshold=nan"], "threshold must be a number, got 'nan'"),
     (["lossless", "--strategies", "dyspec_threshold:t=nan"], "t must be a number"),
-    (["bench", "--temperature", "nan"], "temperature must be in"),
-    (["bench", "--top-p", "nan"], "top_p must be in"),
+    (["bench", "--temperature", "nan"], "--temperature: expected a number >= 0 and <= 10, got 'nan'"),
+    (["bench", "--top-p", "nan"], "--top-p: expected a number > 0 and <= 1, got 'nan'"),
     (["acceptance", "--pair", f"{PAIR}+layerskip:abc"], "unknown draft 'layerskip:abc'"),
     (["acceptance", "--pair", f"{PAIR}+layerskip:0"], "unknown draft 'layerskip:0'"),
     (["bench", "--pair", f"{PAIR}+layerskip:30"], "needs 1 <= N < 30"),
-    (["train", "--name", "x", "--lr", "-1"], "lr must be a positive number, got -1.0"),
-    (["train", "--name", "x", "--lr", "nan"], "lr must be a positive number"),
-    (["train", "--name", "x", "--root-weight", "nan"], "root_weight must be >= 0"),
+    (["train", "--name", "x", "--lr", "-1"], "--lr: expected a number > 0, got '-1'"),
+    (["train", "--name", "x", "--lr", "nan"], "--lr: expected a number > 0"),
+    (["train", "--name", "x", "--root-weight", "nan"], "--root-weight: expected a number >= 0"),
+    (["train", "--name", "x", "--block-min", "4", "--block-max", "3"], "--block-min 4 must be <= --block-max 3"),
+    (["train", "--name", "x", "--kind", "edx"], "--kind: invalid choice: 'edx'"),
     (["train", "--name", "x", "--threads", "-1"], "--threads: expected a whole number >= 1, got '-1'"),
     (["train", "--name", "x", "--max-minutes", "nan"], "--max-minutes: expected a number > 0"),
     (["train", "--name", "x", "--save-every", "-1"], "--save-every: expected a number >= 0, got '-1'"),
-    (["train", "--name", "x", "--steps", "2.5"], "invalid int value: '2.5'"),
+    (["train", "--name", "x", "--steps", "2.5"], "--steps: expected a whole number >= 0, got '2.5'"),
     (["train", "--name", "x", "--init-from", "nowhere.safetensors"], "no such checkpoint"),
 ])
 def test_cli_refuses_bad_arguments_before_any_model_loads(argv, message, home, capsys):
@@ -204,86 +179,15 @@ def test_python_api_refuses_the_same_values():
         LogConfig(max_new_tokens=0)
     from spectree.drafts.training import TrainConfig
 
-    for bad in ({"lr": -1.0}, {"lr": math.nan}, {"root_weight": math.nan}):
-        with pytest.raises(SpectreeError):
+    for bad, message in [({"lr": -1.0}, "lr must be a positive number"), ({"lr": math.nan}, "lr must be"),
+                         ({"root_weight": math.nan}, "root_weight must be >= 0"), ({"loss": "l2"}, "unknown loss")]:
+        with pytest.raises(SpectreeError, match=message):  # the API names its parameters, the CLI its flags
             TrainConfig(**bad)
+    for bad, message in [({"temperature": math.nan}, "temperature must be in"), ({"top_p": 0.0}, "top_p must be in")]:
+        with pytest.raises(SpectreeError, match=message):
+            Sampling(**bad)
     with pytest.raises(SpectreeError, match="unknown draft 'layerskip:abc'"):
         pairs.parse_draft("layerskip:abc")
-
-
-# --- 5. corrupt files and bad names ----------------------------------------------------------------------------
-
-@pytest.mark.parametrize("tracked", [True, False])
-def test_a_damaged_draft_says_how_to_restore_it(tracked, home, capsys):
-    if tracked and shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    (home / "data" / "drafts").mkdir(parents=True)
-    (home / "data" / "drafts" / "d.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
-    if tracked:  # a shipped draft: committed under data/drafts
-        subprocess.run(["git", "init", "-q"], cwd=home, check=True)
-        subprocess.run(["git", "add", "data/drafts/d.safetensors"], cwd=home, check=True)
-    err = refuse(["acceptance", "--pair", f"{PAIR}+edd:d"], capsys, home)
-    if tracked:
-        assert "restore it with `git checkout -- data/drafts/d.safetensors`" in err and "delete" not in err
-    else:
-        assert "re-export it with `python -m spectree train --name d --export`" in err
-
-
-def test_missing_draft_metadata_and_an_empty_token_ranking_get_one_line(home, capsys):
-    from safetensors.torch import save_file
-
-    drafts = home / "data" / "drafts"
-    drafts.mkdir(parents=True)
-    save_file({"w": torch.zeros(2)}, str(drafts / "bare.safetensors"))
-    assert "lacks the metadata that says what it holds" in refuse(["bench", "--pair", f"{PAIR}+edd:bare"], capsys, home)
-    save_file({"w": torch.zeros(2)}, str(drafts / "d.safetensors"), metadata={"kind": "vdm", "hidden_layer": "27"})
-    (drafts / "d.vocab.npy").write_bytes(b"")
-    assert "d.vocab.npy is not a readable token ranking" in refuse(["bench", "--pair", f"{PAIR}+vdm:d@100"], capsys, home)
-
-
-@pytest.mark.parametrize("argv", [["train", "--name", "../x"], ["train", "--name", "a/b"], ["log", "--name", "../x"],
-                                  ["log", "--name", "a/b"], ["bench", "--strategies", "c2t:classifier=../x"],
-                                  ["replay", "x", "--strategies", "c2t:classifier=a/b"]])
-def test_names_that_leave_their_folder_are_refused(argv, home, capsys):
-    err = refuse(argv, capsys, home)
-    assert "name '" in err and "(no '/' or '..')" in err
-
-
-def test_python_api_refuses_the_same_names(home, tmp_path):
-    from spectree.drafts.training import TrainConfig, train
-    from spectree.strategies.c2t import C2T
-
-    before = files(home)
-    with pytest.raises(SpectreeError, match="bad logbook name '../x'"):
-        write_logbook([PROMPT], LogConfig(), "../x")
-    with pytest.raises(SpectreeError, match="bad draft name 'a/b'"):
-        train("a/b", TrainConfig(), None, None)
-    with pytest.raises(SpectreeError, match="bad C2T classifier name"):
-        C2T(classifier="../../x")
-    assert files(home) == before
-
-
-def test_corrupt_and_truncated_safetensors_are_reported(tmp_path):
-    from safetensors.torch import save_file
-
-    bad = tmp_path / "model.safetensors"
-    bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
-    with pytest.raises(SpectreeError, match="not a readable safetensors.*delete it to rebuild"):
-        check_safetensors(bad)
-    save_file({"w": torch.zeros(1000)}, str(bad))
-    bad.write_bytes(bad.read_bytes()[:-100])
-    with pytest.raises(SpectreeError, match="truncated|not a readable"):
-        check_safetensors(bad)
-
-
-def test_corrupt_logbook_file_is_reported(tmp_path):
-    from spectree.replay.logbook import read_logbook
-
-    (tmp_path / "0000.parquet").write_bytes(b"PAR1 garbage")
-    with pytest.raises(SpectreeError, match="not a readable logbook"):
-        read_logbook(tmp_path)
-    with pytest.raises(SpectreeError, match="no logbook"):
-        read_logbook(tmp_path / "empty")
 
 
 # --- 6. API edges ------------------------------------------------------------------------------------------------
@@ -358,10 +262,17 @@ def test_a_tree_size_skip_blames_the_setting_and_says_what_to_lower(tiny_target)
         speculative_generate(tiny_target, tiny_target, [3, 4, 5], wide, 3)
 
 
-def test_exact_is_shown_for_greedy_runs_only():
+def test_exact_is_shown_for_greedy_runs_only(tiny_target):
+    from spectree.speed.tables import speed_table
+
     runs = [Run("hf-generate", "p", "c", [1, 2], 1.0, 2, 2, 0, 0.0, 0.0), Run("ar", "p", "c", [1, 2], 1.0, 2, 2, 0, 0.0, 0.0)]
     assert summarize_runs(runs).exact.tolist() == [1.0, 1.0]
     assert "exact" not in summarize_runs(runs, sampled=True)
+    models = (tiny_target, tiny_target, Template([3, 4, 5]))
+    for temperature, shown in ((0.0, True), (0.6, False)):  # the runs say how they were decoded; every table reads it
+        runs = run_strategies(models, [PROMPT], {"ar": parse_strategy("ar")}, 3, Sampling(temperature), warmup=False)
+        assert {r.sampled for r in runs} == {not shown}
+        assert ("exact" in summarize_runs(runs)) == ("exact" in speed_table(runs)) == shown
 
 
 def test_bench_prints_exact_only_for_greedy_runs(home, capsys, monkeypatch, tiny_target):
@@ -397,15 +308,15 @@ def test_missing_model_package_says_how_to_install(monkeypatch):
     (["acceptance", "--pair", f"{PAIR}+layerskip:12@100"], "unknown draft 'layerskip:12@100'"),
     (["acceptance", "--pair", f"{PAIR}+edd:abl-edd-ce@100"], "no token ranking abl-edd-ce.vocab.npy"),
     (["acceptance", "--pair", f"{PAIR}+edd:smollm2-edd@100", "--card"], "the card holds the full-head"),
-    (["bench", "--temperature", "-1"], "temperature must be in"),
+    (["bench", "--temperature", "-1"], "--temperature: expected a number >= 0 and <= 10, got '-1'"),
     (["bench", "--prompts", "mtbench:-3"], "malformed prompt spec"),
     (["bench", "--max-new-tokens", "-5"], "expected a whole number >= 1, got '-5'"),
     (["lossless", "--prompts", "gsm8k:3"], "gsm8k"),
     (["log", "--K", "-2"], "--K: expected a whole number >= 1"),
 ])
 def test_cli_refuses_bad_pairs_and_specs_with_the_shipped_files(argv, message, capsys, monkeypatch):
-    for loader in ("load_pair", "load_target", "load_draft", "load_trained_draft"):
-        monkeypatch.setattr(pairs, loader, _no_model)
+    for loader in LOADERS:
+        monkeypatch.setattr(pairs, loader, no_model)
     assert message in refuse(argv, capsys)
 
 

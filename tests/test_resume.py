@@ -7,7 +7,7 @@ from dataclasses import asdict, replace
 
 import pytest
 import torch
-from helpers import tiny_llama
+from helpers import stand_in_draft, tiny_llama
 
 from spectree import cli
 from spectree.core.errors import SpectreeError
@@ -198,14 +198,6 @@ class Chat:
 
 PROMPTS = [Prompt("mtbench", "81", "writing", "alpha"), Prompt("mtbench", "82", "math", "beta")]
 LOG = LogConfig(pair=f"{TARGET}+vdm:tiny", max_new_tokens=3, K=3, d_max=2, beam=4, b_env=1, d_env=1)
-
-
-def stand_in_draft(home, name: str, value: float = 1.0) -> None:
-    """A whole VDM checkpoint file data/drafts/<name>.safetensors (never loaded: only its bytes count)."""
-    from safetensors.torch import save_file
-
-    (home / "data/drafts").mkdir(parents=True, exist_ok=True)
-    save_file({"w": torch.full((2,), value)}, str(home / f"data/drafts/{name}.safetensors"), metadata={"kind": "vdm"})
 
 
 @pytest.fixture

@@ -35,15 +35,16 @@ def _whole(minimum: int):
     return whole
 
 
-def _number(minimum: float, inclusive: bool = False):
-    """An argument type: a finite number > minimum (>= minimum when `inclusive`)."""
+def _number(low: float, high: float = float("inf"), closed: bool = False):
+    """An argument type: a finite number above `low` (or equal to it when `closed`) and at most `high`."""
     def number(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             value = float("nan")
-        if not (value < float("inf") and (value >= minimum if inclusive else value > minimum)):  # NaN fails too
-            raise argparse.ArgumentTypeError(f"expected a number {'>=' if inclusive else '>'} {minimum:g}, got '{text}'")
+        if not ((value >= low if closed else value > low) and value <= high and value < float("inf")):  # NaN fails
+            bounds = f"{'>=' if closed else '>'} {low:g}" + (f" and <= {high:g}" if high < float("inf") else "")
+            raise argparse.ArgumentTypeError(f"expected a number {bounds}, got '{text}'")
         return value
     return number
 
@@ -72,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="tokens/s and speedup vs HF generate, τ, γ per strategy")
     _common(b, "mtbench:16", 128)
     b.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
-    b.add_argument("--temperature", type=float, default=0.0)
-    b.add_argument("--top-p", type=float, default=1.0)
+    b.add_argument("--temperature", type=_number(0, 10, closed=True), default=0.0, help="0: greedy")
+    b.add_argument("--top-p", type=_number(0, 1), default=1.0)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--hf-assisted", action="store_true",
                    help="also time HF assisted generation with the pair's standalone draft (VDM, layer-skip)")
@@ -96,11 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--target", default="smollm2-135m-instruct")
     from spectree.drafts.training import SAVE_EVERY_S, TrainConfig
     for f in fields(TrainConfig):
-        kind = _yes_no if isinstance(f.default, bool) else type(f.default)
-        tr.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
+        tr.add_argument(f"--{f.name.replace('_', '-')}", default=f.default, **_train_type(f))
     tr.add_argument("--max-minutes", type=_number(0), help="stop (with a checkpoint) after this long")
     tr.add_argument("--threads", type=_whole(1), help="torch CPU threads")
-    tr.add_argument("--save-every", type=_number(0, inclusive=True), default=SAVE_EVERY_S, metavar="SECONDS",
+    tr.add_argument("--save-every", type=_number(0, closed=True), default=SAVE_EVERY_S, metavar="SECONDS",
                     help="seconds between checkpoints, 0: every step (one is also saved on Ctrl-C)")
     tr.add_argument("--restart", action="store_true",
                     help="start over, discarding a saved state of this name (one made with other settings is refused)")
@@ -133,31 +133,6 @@ def _policies(specs: list[str]) -> dict:
     return {s: parse_strategy(s) for s in specs}
 
 
-def _check_against_target(pair: str, prompts: list, max_new_tokens: int, depth: int) -> None:
-    """What needs the target's tokenizer and config but not its weights, before any model loads: every prompt,
-    chat template applied, must fit the context window with max_new_tokens and the deepest draft tree
-    (`decode.check_prompt`); a layer-skip draft must keep fewer layers than the target has."""
-    from spectree.core.decode import check_prompt
-    from spectree.drafts.pairs import (
-        check_layerskip,
-        check_pair_name,
-        parse_draft,
-        target_tokenizer,
-    )
-    from spectree.prompts import chat_ids
-
-    spec = check_pair_name(pair)
-    tok, config = target_tokenizer(spec.target)
-    draft = parse_draft(spec.draft)
-    if draft.kind == "layerskip":
-        check_layerskip(int(draft.arg), config)
-    for prompt in prompts:
-        try:
-            check_prompt(config, chat_ids(tok, prompt.text), max_new_tokens, depth)
-        except SpectreeError as err:
-            raise SpectreeError(f"prompt {prompt.key}: {err}") from None
-
-
 def _calibrated(policies: dict, pair: str, models) -> dict:
     """PCT specs that name no ratio take s_d/s_t from the pair's cost model on this machine."""
     from spectree.speed.costmodel import calibrate, pair_cost_model
@@ -172,7 +147,7 @@ def _calibrated(policies: dict, pair: str, models) -> dict:
 def cmd_bench(args) -> int:
     from spectree.core.kernels import wants_packed
     from spectree.core.sampling import Sampling
-    from spectree.drafts.pairs import check_pair_name, load_pair
+    from spectree.drafts.pairs import check_pair_name, check_pair_prompts, load_pair
     from spectree.prompts import parse_prompt_spec
     from spectree.speed.bench import format_table, run_strategies, summarize_runs
 
@@ -180,13 +155,14 @@ def cmd_bench(args) -> int:
     sampling = Sampling(args.temperature, args.top_p)
     check_pair_name(args.pair)
     prompts = parse_prompt_spec(args.prompts)
-    _check_against_target(args.pair, prompts, args.max_new_tokens, max(p.d_max for p in policies.values()))
+    check_pair_prompts(args.pair, prompts, args.max_new_tokens, max(p.d_max for p in policies.values()),
+                       new_tokens="--max-new-tokens")
     skipped: dict[str, str] = {}
     models = load_pair(args.pair, packed=wants_packed(args.kernels))
     policies = _calibrated(policies, args.pair, models)
     runs = run_strategies(models, prompts, policies, args.max_new_tokens, sampling, args.seed,
                           hf_assisted=args.hf_assisted, skipped=skipped)
-    table = summarize_runs(runs, sampled=not sampling.greedy)
+    table = summarize_runs(runs)  # no `exact` column for sampled runs (`Run.sampled`)
     print(f"pair={args.pair} prompts={args.prompts} ({len(prompts)}) max_new_tokens={args.max_new_tokens} "
           f"temperature={args.temperature} top_p={args.top_p}")
     print(format_table(table))
@@ -198,14 +174,15 @@ def cmd_bench(args) -> int:
 
 def cmd_lossless(args) -> int:
     from spectree.core.kernels import wants_packed
-    from spectree.drafts.pairs import check_pair_name, load_pair
+    from spectree.drafts.pairs import check_pair_name, check_pair_prompts, load_pair
     from spectree.prompts import parse_prompt_spec
     from spectree.speed.bench import find_mismatches, run_strategies, summarize_runs
 
     policies = _policies(args.strategies)
     check_pair_name(args.pair)
     prompts = parse_prompt_spec(args.prompts)
-    _check_against_target(args.pair, prompts, args.max_new_tokens, max(p.d_max for p in policies.values()))
+    check_pair_prompts(args.pair, prompts, args.max_new_tokens, max(p.d_max for p in policies.values()),
+                       new_tokens="--max-new-tokens")
     models = load_pair(args.pair, packed=wants_packed(args.kernels))
     policies = _calibrated(policies, args.pair, models)
     skipped: dict[str, str] = {}
@@ -229,16 +206,16 @@ def cmd_lossless(args) -> int:
 
 
 def cmd_log(args) -> int:
-    from spectree.drafts.pairs import check_pair_name
+    from spectree.drafts.pairs import check_pair_name, check_pair_prompts
     from spectree.prompts import parse_prompt_spec
-    from spectree.replay.logbook import LogConfig, write_logbook
+    from spectree.replay.logbook import LogConfig, logbook_tag, write_logbook
 
     tree_shape = {f.name: getattr(args, f.name) for f in fields(LogConfig) if f.name not in ("pair", "max_new_tokens")}
     cfg = LogConfig(pair=args.pair, max_new_tokens=args.max_new_tokens, **tree_shape)
     check_pair_name(args.pair)
-    name = check_name(args.name or "".join(args.prompts.split()).replace(":", "").replace("+", "_"), "logbook")
+    name = check_name(args.name or logbook_tag(args.prompts), "logbook")
     prompts = parse_prompt_spec(args.prompts)
-    _check_against_target(args.pair, prompts, cfg.max_new_tokens, cfg.d_max)
+    check_pair_prompts(args.pair, prompts, cfg.max_new_tokens, cfg.d_max, new_tokens="--max-new-tokens")
     out = write_logbook(prompts, cfg, name)
     print(out)
     _write_json(args.json, {"logbook": str(out), "config": asdict(cfg)})
@@ -281,7 +258,7 @@ def cmd_replay(args) -> int:
 
 def cmd_acceptance(args) -> int:
     from spectree.analysis.acceptance import acceptance_table
-    from spectree.drafts.pairs import check_pair_name, parse_draft
+    from spectree.drafts.pairs import check_pair_name, check_pair_prompts, parse_draft
     from spectree.prompts import parse_prompt_spec
 
     draft = parse_draft(check_pair_name(args.pair).draft)
@@ -297,7 +274,7 @@ def cmd_acceptance(args) -> int:
             fix = repair_hint(card, f"re-export it with `python -m spectree train --name {card.stem} --export`")
             raise SpectreeError(f"--card: {card} is not readable JSON ({err}); {fix}") from None
     prompts = parse_prompt_spec(args.prompts)
-    _check_against_target(args.pair, prompts, args.max_new_tokens, args.depth)
+    check_pair_prompts(args.pair, prompts, args.max_new_tokens, args.depth, new_tokens="--max-new-tokens")
     table, reports = acceptance_table([args.pair], prompts, args.max_new_tokens, args.depth)
     if args.pair not in reports:
         raise SpectreeError(f"pair {args.pair} could not be loaded (see the warning above)")
@@ -327,6 +304,8 @@ def cmd_train(args) -> int:
         train,
     )
 
+    if args.block_min > args.block_max:
+        raise SpectreeError(f"--block-min {args.block_min} must be <= --block-max {args.block_max}")
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     if args.init_from is not None and not args.init_from.exists():
         raise SpectreeError(f"--init-from {args.init_from}: no such checkpoint")
@@ -341,6 +320,22 @@ def cmd_train(args) -> int:
     if args.export:
         print(export_checkpoint(args.name, work, cfg, args.target, metrics={}, device=device_name(target)))
     return 0
+
+
+def _train_type(f) -> dict:
+    """How `train` reads a TrainConfig field, so that a bad value is refused naming the flag the user typed."""
+    from spectree.drafts.training import DATA, KINDS, LOSSES
+
+    choices = {"kind": KINDS, "loss": LOSSES, "data": DATA}
+    if f.name in choices:
+        return {"choices": choices[f.name]}
+    if isinstance(f.default, bool):
+        return {"type": _yes_no}
+    if f.name in ("hidden_layer", "seed"):  # any whole number (hidden_layer -1: the default layer)
+        return {"type": int}
+    if isinstance(f.default, int):
+        return {"type": _whole(1 if f.name.startswith("block_") else 0)}
+    return {"type": _number(0, closed=f.name != "lr")}
 
 
 def _yes_no(text: str) -> bool:

@@ -215,6 +215,20 @@ def chat_ids(tokenizer: Any, text: str) -> list[int]:
     return [int(t) for t in out]
 
 
+def check_prompts(prompts: list[Prompt], tokenizer: Any, config: Any, max_new_tokens: int, depth: int = 0,
+                  new_tokens: str = "max_new_tokens") -> None:
+    """Every prompt, chat template applied, checked against the target (`decode.check_prompt`: not empty, in its
+    vocabulary, and with max_new_tokens and the deepest tree node inside its context window); a refusal names the
+    prompt."""
+    from spectree.core.decode import check_prompt
+
+    for prompt in prompts:
+        try:
+            check_prompt(config, chat_ids(tokenizer, prompt.text), max_new_tokens, depth, new_tokens)
+        except SpectreeError as err:
+            raise SpectreeError(f"prompt {prompt.key}: {err}") from None
+
+
 def conversation_text(tokenizer: Any, conversation: list[dict]) -> str:
     """A ShareGPT conversation rendered with the tokenizer's chat template (not tokenized)."""
     messages = []

@@ -214,12 +214,6 @@ def hand_set_classifier(w_p: float, w_h: float, w_d: float, bias: float = 0.0,
     return model.eval()
 
 
-def logbook_tag(prompts: str) -> str:
-    """The logbook name of a prompt spec, as the strategy notebook names it ("mtbench:8+humaneval:8" →
-    "mtbench8_humaneval8"), so both notebooks share one logbook."""
-    return prompts.replace(":", "").replace("+", "_")
-
-
 def get_classifier(name: str, log_cfg, prompts: str, cfg: ClassifierTraining = ClassifierTraining()
                    ) -> tuple[C2TClassifier, dict]:
     """data/c2t/<name> when it exists; otherwise a classifier trained on the logbook of `prompts` under
@@ -228,7 +222,7 @@ def get_classifier(name: str, log_cfg, prompts: str, cfg: ClassifierTraining = C
     manifest and the training settings; it is an internal cache keyed by that content, so one trained on
     anything else is trained again (seconds), not refused."""
     from spectree.prompts import parse_prompt_spec
-    from spectree.replay.logbook import logbook_dir, logbook_manifest, write_logbook
+    from spectree.replay.logbook import logbook_dir, logbook_manifest, logbook_tag, notebook_logbook
 
     path, source = classifier_path(name), "shipped"
     if not path.exists():
@@ -239,7 +233,7 @@ def get_classifier(name: str, log_cfg, prompts: str, cfg: ClassifierTraining = C
 
         def build() -> Path:
             nonlocal source
-            write_logbook(parsed, log_cfg, logbook_tag(prompts))  # resumable
+            notebook_logbook(prompts, log_cfg)  # resumable; logged again if made from anything else
             source = f"trained now on {logdir.name} ({name} is missing)"
             return train_on_logbook(logdir, cfg)[0]
 

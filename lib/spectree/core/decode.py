@@ -49,18 +49,20 @@ class Generation:
         return sum(s.gamma for s in self.steps) / max(len(self.steps), 1)
 
 
-def check_prompt(config: PretrainedConfig, prompt_ids, max_new_tokens: int, depth: int = 0) -> list[int]:
+def check_prompt(config: PretrainedConfig, prompt_ids, max_new_tokens: int, depth: int = 0,
+                 new_tokens: str = "max_new_tokens") -> list[int]:
     """The prompt as a list of token ids, or one line saying what is wrong: an empty prompt, an id outside the
     target's vocabulary, max_new_tokens < 1, or more positions than the target's context window — the prompt
     plus max_new_tokens plus the deepest draft-tree node (`depth`) must fit in `max_position_embeddings`.
-    Every path by which prompts reach a model checks here first (decoding, logging, HF generate, the CLI)."""
+    Every path by which prompts reach a model checks here first (decoding, logging, HF generate, the CLI);
+    messages call max_new_tokens `new_tokens` (the CLI: the flag its user typed)."""
     try:
         max_new_tokens, ids = operator.index(max_new_tokens), [operator.index(t) for t in prompt_ids]
     except TypeError:
         raise SpectreeError(f"max_new_tokens and the prompt's token ids must be whole numbers, got "
                             f"{max_new_tokens!r} and {type(prompt_ids).__name__}") from None
     if max_new_tokens < 1:
-        raise SpectreeError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        raise SpectreeError(f"{new_tokens} must be >= 1, got {max_new_tokens}")
     if not ids:
         raise SpectreeError("the prompt is empty: give at least one token id")
     vocab = getattr(config, "vocab_size", None)
@@ -71,9 +73,9 @@ def check_prompt(config: PretrainedConfig, prompt_ids, max_new_tokens: int, dept
     need = len(ids) + max_new_tokens + depth
     if window is not None and need > window:
         tree = f" + tree depth {depth}" if depth else ""
-        raise SpectreeError(f"a prompt of {len(ids):,} tokens + max_new_tokens {max_new_tokens:,}{tree} = {need:,} "
+        raise SpectreeError(f"a prompt of {len(ids):,} tokens + {new_tokens} {max_new_tokens:,}{tree} = {need:,} "
                             f"positions exceeds the target's context window of {window:,} (max_position_embeddings): "
-                            f"shorten the prompt or lower max_new_tokens{' or the tree depth' if depth else ''}")
+                            f"shorten the prompt or lower {new_tokens}{' or the tree depth' if depth else ''}")
     return ids
 
 

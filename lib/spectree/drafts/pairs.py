@@ -166,6 +166,25 @@ def target_tokenizer(name: str = "smollm2-135m-instruct") -> tuple[PreTrainedTok
         raise SpectreeError(f"cannot read model '{name}': {str(err).splitlines()[0]}") from err
 
 
+def check_pair_prompts(pair: str, prompts: list, max_new_tokens: int, depth: int, models=None,
+                       new_tokens: str = "max_new_tokens") -> None:
+    """A pair and its prompts checked before anything is written or loaded: the pair's name and draft files
+    (`check_pair_name`), a layer-skip draft's layer count, and every prompt against the target's context window
+    with max_new_tokens and the deepest tree (`prompts.check_prompts`). Reads the target's tokenizer and config
+    only (`target_tokenizer`); with `models` (target, draft, tokenizer) already loaded, theirs."""
+    from spectree.prompts import check_prompts
+
+    spec = check_pair_name(pair)
+    if models is None:
+        tok, config = target_tokenizer(spec.target)
+        draft = parse_draft(spec.draft)
+        if draft.kind == "layerskip":
+            check_layerskip(int(draft.arg), config)
+    else:
+        config, tok = models[0].config, models[2]
+    check_prompts(prompts, tok, config, max_new_tokens, depth, new_tokens)
+
+
 def check_layerskip(n_layers: int, config: PretrainedConfig) -> None:
     """A layer-skip draft keeps 1 <= N < the target's layers (checked from the config alone, before a load)."""
     total = config.num_hidden_layers

@@ -48,6 +48,7 @@ from spectree.drafts.selfdistill import pack, sharegpt_chunks, target_answers, t
 
 KINDS = ("edd", "vdm")
 DATA = ("sharegpt", "self")
+LOSSES = ("kl", "ce")  # KL to the target's distribution, or cross-entropy on the text (an ablation)
 SAVE_EVERY_S = 180.0  # seconds between training checkpoints (one is also saved on Ctrl-C / SIGTERM)
 
 
@@ -78,8 +79,8 @@ class TrainConfig:
     def __post_init__(self):
         if self.kind not in KINDS:
             raise SpectreeError(f"unknown draft kind '{self.kind}': use one of {KINDS}")
-        if self.loss not in ("kl", "ce"):
-            raise SpectreeError(f"unknown loss '{self.loss}': use 'kl' or 'ce'")
+        if self.loss not in LOSSES:
+            raise SpectreeError(f"unknown loss '{self.loss}': use one of {LOSSES}")
         if self.data not in DATA:
             raise SpectreeError(f"unknown training data '{self.data}': use one of {DATA}")
         if not 1 <= self.block_min <= self.block_max:

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from spectree.core.decode import greedy_continuation, walk_continuation
 from spectree.core.errors import SpectreeError
-from spectree.core.manifest import digest, inside, resume_or_refuse
+from spectree.core.manifest import digest, inside, resume_or_refuse, resume_or_restart
 from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir, check_name
 from spectree.core.sampling import Sampling
 from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
@@ -140,6 +140,12 @@ def logbook_dir(cfg: LogConfig, name: str) -> Path:
     return cache_dir() / "logbooks" / f"{cfg.pair}-{name}-{cfg.key()}"
 
 
+def logbook_tag(prompts: str) -> str:
+    """The logbook name of a prompt spec ("mtbench:8+humaneval:8" → "mtbench8_humaneval8"): `log`'s default
+    --name, and the name under which the notebooks share one logbook (`notebook_logbook`)."""
+    return "".join(prompts.split()).replace(":", "").replace("+", "_")
+
+
 def logbook_manifest(prompts: list[Prompt], cfg: LogConfig) -> dict:
     """What a logbook is made from: its LogConfig, the logbook format, the prompts (keys, and a digest of their
     texts) and a digest of the draft's checkpoint (`pairs.draft_digest`; the folder name holds only the pair's)."""
@@ -162,16 +168,23 @@ def _legacy_manifest(out: Path, wanted: dict) -> Optional[dict]:
 
 
 def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optional[Path] = None,
-                  models=None) -> Path:
-    """Log every prompt (skipping those already logged) and return the logbook folder. A logbook of this name
-    made from anything else (`logbook_manifest`) is refused in one line, before any model loads."""
-    from spectree.drafts.pairs import check_pair_name, load_pair
+                  models=None, rebuild: bool = False) -> Path:
+    """Log every prompt (skipping those already logged) and return the logbook folder. The pair and every prompt
+    are checked against the target's context window first (`pairs.check_pair_prompts`), before anything is
+    written. A logbook of this name made from anything else (`logbook_manifest`) is a named result: refused in
+    one line before any model loads (`log --name`); with `rebuild` it is an internal cache (`notebook_logbook`):
+    its files are removed and it is logged again."""
+    from spectree.drafts.pairs import check_pair_prompts, load_pair
 
-    check_pair_name(cfg.pair)
+    check_pair_prompts(cfg.pair, prompts, cfg.max_new_tokens, cfg.d_max, models)
     out = Path(out) if out else logbook_dir(cfg, check_name(name, "logbook"))
     wanted = logbook_manifest(prompts, cfg)
     legacy = None if inside(out).exists() else _legacy_manifest(out, wanted)
-    resume_or_refuse(out, wanted, any(out.glob("*.parquet")), "pass another --name, or delete it to log again", legacy)
+    if rebuild:
+        resume_or_restart(inside(out), wanted, lambda: _clear(out), legacy)
+    else:
+        resume_or_refuse(out, wanted, any(out.glob("*.parquet")), "pass another --name, or delete it to log again",
+                         legacy)
     atomic_write_text(out / "config.json", json.dumps(asdict(cfg), indent=1))  # the LogConfig, for readers
     todo = [(i, p) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]
     if todo:
@@ -180,6 +193,21 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
             lp = log_prompt(target, draft, tok, prompt, cfg, (tok.eos_token_id,))
             atomic_write_bytes(out / f"{i:04d}.parquet", _to_parquet_bytes(lp))
     return out
+
+
+def _clear(out: Path) -> None:
+    """A logbook's logged files (its manifest is the caller's)."""
+    for f in [*out.glob("*.parquet"), out / "config.json"]:
+        f.unlink(missing_ok=True)
+
+
+def notebook_logbook(prompts: str, cfg: LogConfig, models=None) -> Path:
+    """The logbook the notebooks share for a prompt spec (named by `logbook_tag`): logged if missing, resumed if
+    cut short, and logged again when made from anything else — a retrained draft, other prompt texts (an internal
+    cache; `log --name` refuses instead)."""
+    from spectree.prompts import parse_prompt_spec
+
+    return write_logbook(parse_prompt_spec(prompts), cfg, logbook_tag(prompts), models=models, rebuild=True)
 
 
 def read_logbook(path: Path) -> list[LoggedPrompt]:

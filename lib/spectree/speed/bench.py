@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional, Sequence, Union
 
 import pandas as pd
@@ -24,7 +24,7 @@ from spectree.core.errors import SpectreeError, TreeTooLarge
 from spectree.core.kernels import is_packed, stock_kernels
 from spectree.core.policy import Policy
 from spectree.core.sampling import Sampling
-from spectree.prompts import Prompt, chat_ids
+from spectree.prompts import Prompt, chat_ids, check_prompts
 
 HF = "hf-generate"
 HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
@@ -60,6 +60,7 @@ class Run:
     draft_s: float
     verify_s: float
     tree_s: float = 0.0
+    sampled: bool = False  # decoded at temperature > 0: outputs match HF's only by chance (no `exact` column)
 
 
 Policies = Union[Sequence[Policy], Mapping[str, Policy]]  # policies, or {label: policy}
@@ -101,11 +102,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     if not prompts:
         raise SpectreeError("no prompts to decode: give at least one")
     depth = max((p.d_max for p in policies.values()), default=0)
-    for prompt in prompts:
-        try:
-            check_prompt(target.config, chat_ids(tok, prompt.text), max_new_tokens, depth)
-        except SpectreeError as err:
-            raise SpectreeError(f"prompt {prompt.key}: {err}") from None
+    check_prompts(prompts, tok, target.config, max_new_tokens, depth)
     hf_packed = is_packed(target) if hf_packed is None else hf_packed and is_packed(target)
     eos = tok.eos_token_id
     gen = torch.Generator().manual_seed(seed)
@@ -150,13 +147,14 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             sum(s.tau for s in g.steps), sum(s.gamma for s in g.steps),
                             sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps),
                             sum(s.tree_s for s in g.steps)))
-    return runs
+    return [replace(r, sampled=not sampling.greedy) for r in runs]
 
 
-def summarize_runs(runs: list[Run], sampled: bool = False) -> pd.DataFrame:
+def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFrame:
     """One row per method: tokens/s, speedup vs HF generate, mean τ and γ per target forward, time split,
-    and, unless the runs were `sampled` (T > 0, where it means nothing), `exact`: the fraction of prompts whose
-    output equals HF's exactly, lengths included."""
+    and, unless the runs were `sampled` (T > 0, where it means nothing; None: any run says so, `Run.sampled`),
+    `exact`: the fraction of prompts whose output equals HF's exactly, lengths included."""
+    sampled = any(r.sampled for r in runs) if sampled is None else sampled
     df = pd.DataFrame([r.__dict__ for r in runs])
     df["n_tokens"] = df.tokens.map(len)
     ref = df[df.strategy == HF].set_index("prompt").tokens

@@ -1,6 +1,7 @@
 """Small builders shared by the tests."""
 from __future__ import annotations
 
+import os
 from typing import Callable, Optional
 
 import numpy as np
@@ -86,3 +87,58 @@ def grow_offline(policy, offer: Offer, root: Optional[DraftTree] = None) -> Draf
 
     growth = grow(table, policy, propose)
     return every_row().subtree(torch.from_numpy(growth.kept))
+
+
+def stand_in_draft(home, name: str, value: float = 1.0) -> None:
+    """A whole VDM checkpoint file data/drafts/<name>.safetensors (never loaded: only its bytes count)."""
+    from safetensors.torch import save_file
+
+    (home / "data/drafts").mkdir(parents=True, exist_ok=True)
+    save_file({"w": torch.full((2,), value)}, str(home / f"data/drafts/{name}.safetensors"), metadata={"kind": "vdm"})
+
+
+# --- refusals: one line, before any model loads and before anything is written ---------------------------------
+
+LOADERS = ("load_pair", "load_target", "load_draft", "load_trained_draft")
+
+
+def no_model(*args, **kwargs):
+    raise AssertionError("a model was loaded")
+
+
+def offline_home(tmp_path, monkeypatch):
+    """An empty SPECTREE_HOME (the cached target linked in, for its tokenizer and config) where no model loads:
+    every loader raises."""
+    import spectree.drafts.pairs as pairs
+    from spectree.core.paths import cache_dir
+
+    models = cache_dir() / "models"
+    root = tmp_path / "home"
+    (root / "data" / "cache").mkdir(parents=True)
+    if models.exists():
+        (root / "data" / "cache" / "models").symlink_to(models)
+    monkeypatch.setenv("SPECTREE_HOME", str(root))
+    for loader in LOADERS:
+        monkeypatch.setattr(pairs, loader, no_model)
+    return root
+
+
+def files(root) -> set:
+    return {os.path.join(d, f) for d, _, names in os.walk(root) for f in names}
+
+
+def refuse(argv, capsys, root=None) -> str:
+    """Run the CLI; it must exit with 2, print exactly one line on stderr and write nothing under `root`."""
+    from spectree.cli import main
+
+    before = files(root) if root else None
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse's refusals
+        code = stop.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("spectree: error: "), err
+    if root:
+        assert files(root) == before
+    return err

@@ -3,31 +3,78 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 
 from spectree.core.errors import SpectreeError
-from spectree.core.paths import atomic_write_text
+from spectree.core.paths import atomic_write_text, check_name, repair_hint
 
 DEFAULT_STRATEGIES = ["chain:k=4", "kary:b=2,d=4"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose refusals read like every other one: one line `spectree: error: ...`, exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"spectree: error: {message}\n")
+
+
+def _whole(minimum: int):
+    """An argument type: a whole number >= minimum ('2.5', '1e9', 'inf', 'nan' are refused)."""
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got '{text}'")
+        return value
+    return whole
+
+
+def _number(low: float, high: float = float("inf"), closed: bool = False):
+    """An argument type: a finite number above `low` (or equal to it when `closed`) and at most `high`."""
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not ((value >= low if closed else value > low) and value <= high and value < float("inf")):  # NaN fails
+            bounds = f"{'>=' if closed else '>'} {low:g}" + (f" and <= {high:g}" if high < float("inf") else "")
+            raise argparse.ArgumentTypeError(f"expected a number {bounds}, got '{text}'")
+        return value
+    return number
+
+
+def _output_file(text: str) -> Path:
+    """An argument type: a file this process can write (atomically: its nearest existing folder must be writable)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder: name a file, e.g. {path / 'results.json'}")
+    folder = next(p for p in path.absolute().parents if p.exists())
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {folder} is not a writable folder")
+    return path
 
 
 def _common(p: argparse.ArgumentParser, prompts: str, max_new: int) -> None:
     p.add_argument("--pair", default="smollm2-layerskip", help="named target/draft pair")
     p.add_argument("--prompts", default=prompts, help="prompt spec, e.g. mtbench:8+humaneval:8")
-    p.add_argument("--max-new-tokens", type=int, default=max_new)
-    p.add_argument("--json", type=Path, help="also write the results here (atomically)")
+    p.add_argument("--max-new-tokens", type=_whole(1), default=max_new)
+    p.add_argument("--json", type=_output_file, help="also write the results here (atomically)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spectree", description=__doc__)
+    parser = _Parser(prog="spectree", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bench", help="tokens/s and speedup vs HF generate, τ, γ per strategy")
     _common(b, "mtbench:16", 128)
     b.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
-    b.add_argument("--temperature", type=float, default=0.0)
-    b.add_argument("--top-p", type=float, default=1.0)
+    b.add_argument("--temperature", type=_number(0, 10, closed=True), default=0.0, help="0: greedy")
+    b.add_argument("--top-p", type=_number(0, 1), default=1.0)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--hf-assisted", action="store_true",
                    help="also time HF assisted generation with the pair's standalone draft (VDM, layer-skip)")
@@ -43,30 +90,33 @@ def build_parser() -> argparse.ArgumentParser:
     from spectree.replay.logbook import LogConfig
     for f in fields(LogConfig):
         if f.name not in ("pair", "max_new_tokens"):
-            lg.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=f.default)
+            lg.add_argument(f"--{f.name.replace('_', '-')}", type=_whole(1), default=f.default)
     lg.add_argument("--name", help="logbook name (default: the prompt spec)")
     tr = sub.add_parser("train", help="distil a one-layer draft (EDD / VDM) from the target; resumable")
     tr.add_argument("--name", required=True, help="checkpoint name, e.g. smollm2-edd")
     tr.add_argument("--target", default="smollm2-135m-instruct")
-    from spectree.drafts.training import TrainConfig
+    from spectree.drafts.training import SAVE_EVERY_S, TrainConfig
     for f in fields(TrainConfig):
-        kind = _yes_no if isinstance(f.default, bool) else type(f.default)
-        tr.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
-    tr.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
-    tr.add_argument("--threads", type=int, help="torch CPU threads")
+        tr.add_argument(f"--{f.name.replace('_', '-')}", default=f.default, **_train_type(f))
+    tr.add_argument("--max-minutes", type=_number(0), help="stop (with a checkpoint) after this long")
+    tr.add_argument("--threads", type=_whole(1), help="torch CPU threads")
+    tr.add_argument("--save-every", type=_number(0, closed=True), default=SAVE_EVERY_S, metavar="SECONDS",
+                    help="seconds between checkpoints, 0: every step (one is also saved on Ctrl-C)")
+    tr.add_argument("--restart", action="store_true",
+                    help="start over, discarding a saved state of this name (one made with other settings is refused)")
     tr.add_argument("--export", action="store_true", help="write data/drafts/<name>.safetensors + card when done")
     tr.add_argument("--init-from", type=Path, help="start from this shipped checkpoint when no saved state exists")
-    tr.add_argument("--init-step", type=int, default=0, help="the step that checkpoint had reached")
+    tr.add_argument("--init-step", type=_whole(0), default=0, help="the step that checkpoint had reached")
     ac = sub.add_parser("acceptance", help="draft top-1 agreement by position and chain-k greedy τ")
     _common(ac, "mtbench:16+humaneval:16", 128)
-    ac.add_argument("--depth", type=int, default=5)
+    ac.add_argument("--depth", type=_whole(1), default=5)
     ac.add_argument("--card", action="store_true", help="also store the result as the held-out metrics in the draft's card")
     rp = sub.add_parser("replay", help="score strategies on a logbook without a model")
     rp.add_argument("logbook", type=Path)
     rp.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
-    rp.add_argument("--min-trees", type=int, default=0,
+    rp.add_argument("--min-trees", type=_whole(0), default=0,
                     help="repeat the logbook until it holds this many trees (to time replay at scale)")
-    rp.add_argument("--json", type=Path)
+    rp.add_argument("--json", type=_output_file)
     return parser
 
 
@@ -97,7 +147,7 @@ def _calibrated(policies: dict, pair: str, models) -> dict:
 def cmd_bench(args) -> int:
     from spectree.core.kernels import wants_packed
     from spectree.core.sampling import Sampling
-    from spectree.drafts.pairs import check_pair_name, load_pair
+    from spectree.drafts.pairs import check_pair_name, check_pair_prompts, load_pair
     from spectree.prompts import parse_prompt_spec
     from spectree.speed.bench import format_table, run_strategies, summarize_runs
 
@@ -105,13 +155,14 @@ def cmd_bench(args) -> int:
     sampling = Sampling(args.temperature, args.top_p)
     check_pair_name(args.pair)
     prompts = parse_prompt_spec(args.prompts)
-    _check_max_new(args.max_new_tokens)
+    check_pair_prompts(args.pair, prompts, args.max_new_tokens, max(p.d_max for p in policies.values()),
+                       new_tokens="--max-new-tokens")
     skipped: dict[str, str] = {}
     models = load_pair(args.pair, packed=wants_packed(args.kernels))
     policies = _calibrated(policies, args.pair, models)
     runs = run_strategies(models, prompts, policies, args.max_new_tokens, sampling, args.seed,
                           hf_assisted=args.hf_assisted, skipped=skipped)
-    table = summarize_runs(runs)
+    table = summarize_runs(runs)  # no `exact` column for sampled runs (`Run.sampled`)
     print(f"pair={args.pair} prompts={args.prompts} ({len(prompts)}) max_new_tokens={args.max_new_tokens} "
           f"temperature={args.temperature} top_p={args.top_p}")
     print(format_table(table))
@@ -123,14 +174,15 @@ def cmd_bench(args) -> int:
 
 def cmd_lossless(args) -> int:
     from spectree.core.kernels import wants_packed
-    from spectree.drafts.pairs import check_pair_name, load_pair
+    from spectree.drafts.pairs import check_pair_name, check_pair_prompts, load_pair
     from spectree.prompts import parse_prompt_spec
     from spectree.speed.bench import find_mismatches, run_strategies, summarize_runs
 
     policies = _policies(args.strategies)
     check_pair_name(args.pair)
     prompts = parse_prompt_spec(args.prompts)
-    _check_max_new(args.max_new_tokens)
+    check_pair_prompts(args.pair, prompts, args.max_new_tokens, max(p.d_max for p in policies.values()),
+                       new_tokens="--max-new-tokens")
     models = load_pair(args.pair, packed=wants_packed(args.kernels))
     policies = _calibrated(policies, args.pair, models)
     skipped: dict[str, str] = {}
@@ -154,15 +206,16 @@ def cmd_lossless(args) -> int:
 
 
 def cmd_log(args) -> int:
-    from spectree.drafts.pairs import check_pair_name
+    from spectree.drafts.pairs import check_pair_name, check_pair_prompts
     from spectree.prompts import parse_prompt_spec
-    from spectree.replay.logbook import LogConfig, write_logbook
+    from spectree.replay.logbook import LogConfig, logbook_tag, write_logbook
 
     tree_shape = {f.name: getattr(args, f.name) for f in fields(LogConfig) if f.name not in ("pair", "max_new_tokens")}
     cfg = LogConfig(pair=args.pair, max_new_tokens=args.max_new_tokens, **tree_shape)
     check_pair_name(args.pair)
+    name = check_name(args.name or logbook_tag(args.prompts), "logbook")
     prompts = parse_prompt_spec(args.prompts)
-    name = args.name or args.prompts.replace(":", "").replace("+", "_")
+    check_pair_prompts(args.pair, prompts, cfg.max_new_tokens, cfg.d_max, new_tokens="--max-new-tokens")
     out = write_logbook(prompts, cfg, name)
     print(out)
     _write_json(args.json, {"logbook": str(out), "config": asdict(cfg)})
@@ -178,8 +231,6 @@ def cmd_replay(args) -> int:
     from spectree.replay.logbook import read_logbook
     from spectree.replay.replay import replay, summarize
 
-    if args.min_trees < 0:
-        raise SpectreeError(f"--min-trees must be >= 0, got {args.min_trees}")
     policies = _policies(args.strategies)
     logbook = tile(read_logbook(args.logbook), args.min_trees)
     if any(p.needs_calibration for p in policies.values()):
@@ -207,7 +258,7 @@ def cmd_replay(args) -> int:
 
 def cmd_acceptance(args) -> int:
     from spectree.analysis.acceptance import acceptance_table
-    from spectree.drafts.pairs import check_pair_name, parse_draft
+    from spectree.drafts.pairs import check_pair_name, check_pair_prompts, parse_draft
     from spectree.prompts import parse_prompt_spec
 
     draft = parse_draft(check_pair_name(args.pair).draft)
@@ -216,10 +267,14 @@ def cmd_acceptance(args) -> int:
         raise SpectreeError(f"--card: pair {args.pair} has no trained draft card ({card})")
     if args.card and draft.vocab is not None:
         raise SpectreeError(f"--card: the card holds the full-head draft's metrics; score {args.pair} without --card")
-    _check_max_new(args.max_new_tokens)
-    if args.depth < 1:
-        raise SpectreeError(f"--depth must be >= 1, got {args.depth}")
+    if args.card:
+        try:
+            json.loads(card.read_text())
+        except (OSError, ValueError) as err:
+            fix = repair_hint(card, f"re-export it with `python -m spectree train --name {card.stem} --export`")
+            raise SpectreeError(f"--card: {card} is not readable JSON ({err}); {fix}") from None
     prompts = parse_prompt_spec(args.prompts)
+    check_pair_prompts(args.pair, prompts, args.max_new_tokens, args.depth, new_tokens="--max-new-tokens")
     table, reports = acceptance_table([args.pair], prompts, args.max_new_tokens, args.depth)
     if args.pair not in reports:
         raise SpectreeError(f"pair {args.pair} could not be loaded (see the warning above)")
@@ -243,34 +298,50 @@ def cmd_train(args) -> int:
     from spectree.drafts.pairs import load_target
     from spectree.drafts.training import (
         TrainConfig,
+        check_resume,
         device_name,
         export_checkpoint,
         train,
     )
 
+    if args.block_min > args.block_max:
+        raise SpectreeError(f"--block-min {args.block_min} must be <= --block-max {args.block_max}")
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    if args.init_from is not None and not args.init_from.exists():
+        raise SpectreeError(f"--init-from {args.init_from}: no such checkpoint")
+    target_name = Path(args.target).name
+    check_resume(args.name, cfg, target_name, restart=args.restart)  # name and settings, before the target loads
     if args.threads:
         torch.set_num_threads(args.threads)
     target, tok = load_target(args.target)
-    if args.init_from is not None and not args.init_from.exists():
-        raise SpectreeError(f"--init-from {args.init_from}: no such checkpoint")
-    work = train(args.name, cfg, target, tok, max_minutes=args.max_minutes, init_from=args.init_from,
-                 init_step=args.init_step)
+    work = train(args.name, cfg, target, tok, save_every_s=args.save_every, max_minutes=args.max_minutes,
+                 init_from=args.init_from, init_step=args.init_step, target_name=target_name)
     print(work)
     if args.export:
         print(export_checkpoint(args.name, work, cfg, args.target, metrics={}, device=device_name(target)))
     return 0
 
 
+def _train_type(f) -> dict:
+    """How `train` reads a TrainConfig field, so that a bad value is refused naming the flag the user typed."""
+    from spectree.drafts.training import DATA, KINDS, LOSSES
+
+    choices = {"kind": KINDS, "loss": LOSSES, "data": DATA}
+    if f.name in choices:
+        return {"choices": choices[f.name]}
+    if isinstance(f.default, bool):
+        return {"type": _yes_no}
+    if f.name in ("hidden_layer", "seed"):  # any whole number (hidden_layer -1: the default layer)
+        return {"type": int}
+    if isinstance(f.default, int):
+        return {"type": _whole(1 if f.name.startswith("block_") else 0)}
+    return {"type": _number(0, closed=f.name != "lr")}
+
+
 def _yes_no(text: str) -> bool:
     if text.lower() not in ("yes", "no", "true", "false", "1", "0"):
         raise argparse.ArgumentTypeError(f"expected yes or no, got '{text}'")
     return text.lower() in ("yes", "true", "1")
-
-
-def _check_max_new(n: int) -> None:
-    if n < 0:
-        raise SpectreeError(f"--max-new-tokens must be >= 0, got {n}")
 
 
 COMMANDS = {"bench": cmd_bench, "lossless": cmd_lossless, "log": cmd_log, "replay": cmd_replay, "train": cmd_train,
@@ -284,3 +355,6 @@ def main(argv: list[str] | None = None) -> int:
     except SpectreeError as err:
         print(f"spectree: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM during training (which saved a checkpoint first)
+        print("spectree: interrupted", file=sys.stderr)
+        return 128 + getattr(err, "signum", signal.SIGINT)

@@ -173,24 +173,34 @@ def _check_n(n: int | None) -> None:
 
 
 def load_prompts(dataset: str, n: int | None = None) -> list[Prompt]:
-    """The first `n` prompts of `dataset` in file order (all of them when `n` is None)."""
+    """The first `n` prompts of `dataset` in file order (all of them when `n` is None); more than the set holds
+    is refused."""
     _check_dataset(dataset)
     _check_n(n)
     prompts = _all_prompts(dataset)
+    if n is not None and n > len(prompts):
+        raise SpectreeError(f"{dataset} holds {len(prompts)} prompts, not {n}: ask for at most {dataset}:{len(prompts)} "
+                            f"(or '{dataset}' for all)")
     return list(prompts if n is None else prompts[:n])
 
 
 def parse_prompt_spec(spec: str) -> list[Prompt]:
-    """Prompts for a spec like "mtbench:16" or "mtbench:8+humaneval:8" (a bare name means all)."""
-    parts: list[tuple[str, int | None]] = []
+    """Prompts for a spec like "mtbench:16" or "mtbench:8+humaneval:8" (a bare name means all); a count of 0,
+    more than a set holds, or a set named twice is refused."""
+    parts: dict[str, int | None] = {}
     for part in str(spec).split("+"):
         match = _SPEC_PART.match(part.strip())
         if match is None:
             raise SpectreeError(f"malformed prompt spec {spec!r} at {part!r}: expected NAME[:COUNT] joined "
                                 f"by '+', e.g. 'mtbench:8+humaneval:8'; valid names: {', '.join(DATASETS)}")
-        _check_dataset(match.group(1))
-        parts.append((match.group(1), None if match.group(2) is None else int(match.group(2))))
-    return [p for name, n in parts for p in load_prompts(name, n)]
+        name, count = match.group(1), None if match.group(2) is None else int(match.group(2))
+        _check_dataset(name)
+        if name in parts:
+            raise SpectreeError(f"prompt spec {spec!r} names {name} twice: give it once, with the count you want")
+        if count == 0:
+            raise SpectreeError(f"prompt spec {spec!r} asks for 0 {name} prompts: give a count >= 1")
+        parts[name] = count
+    return [p for name, n in parts.items() for p in load_prompts(name, n)]
 
 
 def chat_ids(tokenizer: Any, text: str) -> list[int]:
@@ -203,6 +213,20 @@ def chat_ids(tokenizer: Any, text: str) -> list[int]:
     if out and isinstance(out[0], (list, tuple)):
         out = out[0]
     return [int(t) for t in out]
+
+
+def check_prompts(prompts: list[Prompt], tokenizer: Any, config: Any, max_new_tokens: int, depth: int = 0,
+                  new_tokens: str = "max_new_tokens") -> None:
+    """Every prompt, chat template applied, checked against the target (`decode.check_prompt`: not empty, in its
+    vocabulary, and with max_new_tokens and the deepest tree node inside its context window); a refusal names the
+    prompt."""
+    from spectree.core.decode import check_prompt
+
+    for prompt in prompts:
+        try:
+            check_prompt(config, chat_ids(tokenizer, prompt.text), max_new_tokens, depth, new_tokens)
+        except SpectreeError as err:
+            raise SpectreeError(f"prompt {prompt.key}: {err}") from None
 
 
 def conversation_text(tokenizer: Any, conversation: list[dict]) -> str:

@@ -132,4 +132,5 @@ def test_prompt_cache_answers_any_shorter_request_and_generation_needs_no_prompt
     _save_seqs(folder / "prompts.npz", short)
     seqs = target_answers(tiny_target, NoSourceTokenizer(), 6, max_new_tokens=4, seed=0, batch=8, shard=2,
                           source="pystdlib")
-    assert [s[:12] for s in seqs] == short and sorted(p.name for p in folder.iterdir()) == ["prompts.npz", "shard-00000.npz"]
+    assert [s[:12] for s in seqs] == short
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "prompts.npz", "shard-00000.npz"]

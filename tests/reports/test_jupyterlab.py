@@ -80,8 +80,7 @@ def lab(tmp_path):
 
 def replay_numbers(params: dict, beta: float) -> dict:
     """τ and γ per target forward of C2T at this β on the notebook's logbook, as the explorer formats them."""
-    from spectree.analysis.surfaces import logbook_tag
-    from spectree.replay.logbook import LogConfig, logbook_dir, read_logbook
+    from spectree.replay.logbook import LogConfig, logbook_dir, logbook_tag, read_logbook
     from spectree.replay.replay import replay, summarize
     from spectree.strategies import C2T
 

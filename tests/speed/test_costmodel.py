@@ -13,7 +13,8 @@ def test_measure_times_every_size_and_caches(tmp_path, monkeypatch, tiny_target)
     cost = measure(tiny_target, draft, sizes=(1, 4, 16), prefix=8, repeats=2)
     assert len(cost.target_s) == len(cost.draft_s) == 3 and min(cost.target_s + cost.draft_s) > 0
     first = load_or_measure("tiny", tiny_target, draft, sizes=(1, 4), prefix=8, repeats=1)
-    assert load_or_measure("tiny", tiny_target, draft) == first  # second call reads the cache
+    assert load_or_measure("tiny", tiny_target, draft, sizes=(1, 4), prefix=8) == first  # read from the cache
+    assert load_or_measure("tiny", tiny_target, draft, sizes=(1, 2), prefix=8, repeats=1).sizes == [1, 2]  # re-measured
 
 
 def test_interpolation_ratio_and_chooser():

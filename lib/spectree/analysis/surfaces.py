@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from spectree.analysis.claims import claim, tolerance_rule
+from spectree.core.manifest import beside, reuse_or_rebuild
 from spectree.core.paths import artifact_path
 from spectree.strategies.c2t import (
     C2TClassifier,
@@ -34,6 +35,7 @@ from spectree.strategies.c2t import (
 
 RANGES = {"P": (0.0, 1.0), "H": (0.0, 10.0), "d": (0.0, 10.0)}
 FIXED = {"P": (0.1, 0.5, 0.9), "H": (1.0, 4.0, 8.0), "d": (1.0, 4.0, 8.0)}  # C2T Fig. 10's three panels
+TRAIN_FRACTION = 0.5  # of a logbook's prompts the classifier trains on; the rest pick the epoch
 
 
 # --- the classifier -------------------------------------------------------------------------------------
@@ -43,7 +45,7 @@ def classifier_path(name: str) -> Path:
 
 
 def train_on_logbook(logdir: Path, cfg: ClassifierTraining = ClassifierTraining(),
-                     train_fraction: float = 0.5) -> tuple[Path, pd.DataFrame]:
+                     train_fraction: float = TRAIN_FRACTION) -> tuple[Path, pd.DataFrame]:
     """Train C2T's classifier on a logbook's nodes (the first `train_fraction` of its prompts; the rest pick
     the epoch, or all prompts when there is only one) and save it as data/c2t/<logbook>-c2t-<hash>, the
     hash naming the training settings. Returns the path and the per-epoch table."""
@@ -212,29 +214,32 @@ def hand_set_classifier(w_p: float, w_h: float, w_d: float, bias: float = 0.0,
     return model.eval()
 
 
-def logbook_tag(prompts: str) -> str:
-    """The logbook name of a prompt spec, as the strategy notebook names it ("mtbench:8+humaneval:8" →
-    "mtbench8_humaneval8"), so both notebooks share one logbook."""
-    return prompts.replace(":", "").replace("+", "_")
-
-
 def get_classifier(name: str, log_cfg, prompts: str, cfg: ClassifierTraining = ClassifierTraining()
                    ) -> tuple[C2TClassifier, dict]:
     """data/c2t/<name> when it exists; otherwise a classifier trained on the logbook of `prompts` under
-    `log_cfg` (a `LogConfig`): cached under `trained_name`, else trained now — logging first only if that
-    logbook is not on disk yet. Returns the model and where it came from."""
+    `log_cfg` (a `LogConfig`), cached under `trained_name` — logging first only if that logbook is not on disk
+    yet. Returns the model and where it came from. The cached classifier's manifest records the logbook's
+    manifest and the training settings; it is an internal cache keyed by that content, so one trained on
+    anything else is trained again (seconds), not refused."""
     from spectree.prompts import parse_prompt_spec
-    from spectree.replay.logbook import logbook_dir, write_logbook
+    from spectree.replay.logbook import logbook_dir, logbook_manifest, logbook_tag, notebook_logbook
 
     path, source = classifier_path(name), "shipped"
     if not path.exists():
+        parsed = parse_prompt_spec(prompts)
         logdir = logbook_dir(log_cfg, logbook_tag(prompts))
         path = classifier_path(trained_name(logdir, cfg))
         source = f"trained earlier on {logdir.name} ({name} is missing)"
-        if not path.exists():
-            write_logbook(parse_prompt_spec(prompts), log_cfg, logbook_tag(prompts))  # resumable
-            path, _ = train_on_logbook(logdir, cfg)
+
+        def build() -> Path:
+            nonlocal source
+            notebook_logbook(prompts, log_cfg)  # resumable; logged again if made from anything else
             source = f"trained now on {logdir.name} ({name} is missing)"
+            return train_on_logbook(logdir, cfg)[0]
+
+        wanted = {"logbook": logbook_manifest(parsed, log_cfg), "training": asdict(cfg),
+                  "train_fraction": TRAIN_FRACTION}
+        reuse_or_rebuild(beside(path), wanted, lambda: path if path.exists() else None, build)
     card_path = path.with_suffix(".json")
     card = json.loads(card_path.read_text()) if card_path.exists() else {}
     return load_classifier(path), {"classifier": path.stem, "source": source, "training_nodes": card.get("nodes"),

@@ -18,8 +18,8 @@ import torch
 
 from spectree.core.errors import SpectreeError
 from spectree.core.paths import artifact_path
-from spectree.prompts import chat_ids, parse_prompt_spec
-from spectree.replay.logbook import LogConfig, LoggedPrompt, read_logbook, write_logbook
+from spectree.prompts import chat_ids
+from spectree.replay.logbook import LogConfig, LoggedPrompt, notebook_logbook, read_logbook
 
 TOKEN_COLUMNS = ("prompt", "dataset", "position", "depth", "rank", "token", "p", "joint", "entropy",
                  "entropy_topm", "confidence", "accept", "target_prob", "examined", "chain")  # see spectree.analysis
@@ -38,9 +38,10 @@ def prompt_spec(dataset: str, n_prompts: int) -> str:
 
 def analysis_logbook(pair: str, prompts: str, max_new_tokens: int, models: Any = None
                      ) -> tuple[list[LoggedPrompt], Path]:
-    """The shared logbook of `prompts` (a prompt spec), logged if missing (resumable), and its folder."""
+    """The shared logbook of `prompts` (a prompt spec; `notebook_logbook`: logged if missing or made from
+    anything else, resumable), and its folder."""
     cfg = LogConfig(pair=pair, max_new_tokens=max_new_tokens, **ANALYSIS_TREE)
-    out = write_logbook(parse_prompt_spec(prompts), cfg, prompts.replace(":", "").replace("+", "_"), models=models)
+    out = notebook_logbook(prompts, cfg, models=models)
     return read_logbook(out), out
 
 

@@ -3,12 +3,13 @@ true positions, KV cache of the prefix) → verify → keep only the accepted pa
 """
 from __future__ import annotations
 
+import operator
 import time
 from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
-from transformers import PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 
 from spectree.core.drafting import CachedLM, ModelDrafter
 from spectree.core.errors import SpectreeError
@@ -48,6 +49,36 @@ class Generation:
         return sum(s.gamma for s in self.steps) / max(len(self.steps), 1)
 
 
+def check_prompt(config: PretrainedConfig, prompt_ids, max_new_tokens: int, depth: int = 0,
+                 new_tokens: str = "max_new_tokens") -> list[int]:
+    """The prompt as a list of token ids, or one line saying what is wrong: an empty prompt, an id outside the
+    target's vocabulary, max_new_tokens < 1, or more positions than the target's context window — the prompt
+    plus max_new_tokens plus the deepest draft-tree node (`depth`) must fit in `max_position_embeddings`.
+    Every path by which prompts reach a model checks here first (decoding, logging, HF generate, the CLI);
+    messages call max_new_tokens `new_tokens` (the CLI: the flag its user typed)."""
+    try:
+        max_new_tokens, ids = operator.index(max_new_tokens), [operator.index(t) for t in prompt_ids]
+    except TypeError:
+        raise SpectreeError(f"max_new_tokens and the prompt's token ids must be whole numbers, got "
+                            f"{max_new_tokens!r} and {type(prompt_ids).__name__}") from None
+    if max_new_tokens < 1:
+        raise SpectreeError(f"{new_tokens} must be >= 1, got {max_new_tokens}")
+    if not ids:
+        raise SpectreeError("the prompt is empty: give at least one token id")
+    vocab = getattr(config, "vocab_size", None)
+    bad = next((t for t in ids if t < 0 or (vocab is not None and t >= vocab)), None)
+    if bad is not None:
+        raise SpectreeError(f"prompt token id {bad} is outside the target's vocabulary [0, {vocab})")
+    window = getattr(config, "max_position_embeddings", None)
+    need = len(ids) + max_new_tokens + depth
+    if window is not None and need > window:
+        tree = f" + tree depth {depth}" if depth else ""
+        raise SpectreeError(f"a prompt of {len(ids):,} tokens + {new_tokens} {max_new_tokens:,}{tree} = {need:,} "
+                            f"positions exceeds the target's context window of {window:,} (max_position_embeddings): "
+                            f"shorten the prompt or lower {new_tokens}{' or the tree depth' if depth else ''}")
+    return ids
+
+
 @torch.inference_mode()
 def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
                          policy: Optional[Policy], max_new_tokens: int, sampling: Sampling = Sampling(),
@@ -58,14 +89,13 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
     `draft` is a draft model (layer-skip, VDM) or a drafter (e.g. `EDDDrafter`); no policy (None) or one with
     d_max = 0 needs none: that is plain autoregressive decoding through the same loop.
     """
-    if max_new_tokens < 0:
-        raise SpectreeError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    seq = check_prompt(target.config, prompt_ids, max_new_tokens, policy.d_max if policy is not None else 0)
     start = time.perf_counter()
-    seq = list(prompt_ids)
     drf = as_drafter(draft) if policy is not None and policy.d_max > 0 else None
     hidden_layer = drf.hidden_layer if drf is not None and drf.needs_hidden else None
     tgt = CachedLM(target)
-    out = tgt.feed_chain(torch.tensor(seq[:-1]), hidden_layer is not None, last_only=True)  # caches all but the root
+    # cache every prompt token but the root (nothing to cache for a one-token prompt)
+    out = tgt.feed_chain(torch.tensor(seq[:-1]), hidden_layer is not None, last_only=True) if len(seq) > 1 else None
     root_logits = drf.start(seq, _hidden(out, hidden_layer, None)) if drf else None
     gen = Generation(tokens=[])
     tail = 1  # tokens committed by the last step (where a new EOS can be)
@@ -101,6 +131,7 @@ def greedy_continuation(target: PreTrainedModel, ids: list[int], max_new_tokens:
                         eos_ids: tuple[int, ...]) -> tuple[list[int], int]:
     """The target's greedy continuation run `extra` tokens past the end (ignoring EOS, so every draft node
     up to that depth has a label), and the length of the generation proper (cut at max / after EOS)."""
+    ids = check_prompt(target.config, ids, max_new_tokens, extra)
     cont = speculative_generate(target, None, ids, None, max_new_tokens + extra).tokens
     return cont, len(truncate(cont, max_new_tokens, eos_ids))
 
@@ -115,7 +146,7 @@ def walk_continuation(target: PreTrainedModel, draft, ids: list[int], cont: list
     """
     drafter = as_drafter(draft)
     layer = drafter.hidden_layer if drafter.needs_hidden else None
-    full = ids + cont
+    full = check_prompt(target.config, ids, max(len(cont), 1)) + list(cont)
     out = target(torch.tensor([full], device=target.device), output_hidden_states=layer is not None)
     hidden = out.hidden_states[layer][0] if layer is not None else None  # [T, H]
     logits = out.logits[0].float().cpu()
@@ -133,8 +164,9 @@ def as_drafter(draft):
 
 
 def _hidden(out, layer: Optional[int], rows: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """The target's hidden states [k, H] of `layer` at `rows` of the last forward (all rows if None)."""
-    if layer is None:
+    """The target's hidden states [k, H] of `layer` at `rows` of the last forward `out` (all rows if None); None
+    without a layer or a forward."""
+    if layer is None or out is None:
         return None
     h = out.hidden_states[layer][0]
     return h if rows is None else h[rows.to(h.device)]

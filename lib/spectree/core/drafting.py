@@ -149,8 +149,11 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
     def offer(frontier: Rows) -> np.ndarray:
         n_kept = int(frontier.growth.grown.sum())
         if policy.max_nodes is not None and n_kept + len(frontier) * policy.K > policy.max_nodes:
-            raise TreeTooLarge(f"{policy.name}: the next layer would offer {len(frontier) * policy.K} candidates on "
-                               f"top of {n_kept} nodes (limit {policy.max_nodes}); the draft is too uncertain for it")
+            why = policy.oversized() or f"{policy.spec} outgrew the {policy.max_nodes:,}-node guard (Policy.max_nodes)"
+            if not policy.fixed_size:  # the setting allows it; how far the tree grows depends on the draft
+                why += (f"; this draft got there ({len(frontier) * policy.K:,} candidates offered on top of "
+                        f"{n_kept:,} nodes)")
+            raise TreeTooLarge(why)
         if frontier.depth[0] == 0:
             logits = root_logits[None]  # [1, V]
         else:

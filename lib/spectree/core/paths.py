@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -21,7 +22,15 @@ def data_dir() -> Path:
 
 
 ARTIFACTS = {"c2t": "C2T classifier", "drafts": "draft checkpoint"}  # data/<kind>/<name>.safetensors
-_ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def check_name(name: str, what: str) -> str:
+    """`name` if it can name a file of `what` (a draft, a classifier, a logbook, a training run) inside its
+    folder: letters, digits, '_', '-', '.', '+', never '/' or '..'. The one name check of every command."""
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+        raise SpectreeError(f"bad {what} name {name!r}: use letters, digits, '_', '-', '.', '+' (no '/' or '..')")
+    return name
 
 
 def artifact_path(kind: str, name: str, suffix: str = ".safetensors") -> Path:
@@ -29,10 +38,22 @@ def artifact_path(kind: str, name: str, suffix: str = ".safetensors") -> Path:
     it cannot leave that folder."""
     if kind not in ARTIFACTS:
         raise ValueError(f"unknown artifact kind {kind!r}: use one of {sorted(ARTIFACTS)}")
-    if not _ARTIFACT_NAME.match(name) or ".." in name:
-        raise SpectreeError(f"bad {ARTIFACTS[kind]} name '{name}': use letters, digits, '_', '-', '.', '+' "
-                            "(no '/' or '..')")
-    return data_dir() / kind / f"{name}{suffix}"
+    return data_dir() / kind / f"{check_name(name, ARTIFACTS[kind])}{suffix}"
+
+
+def repair_hint(path: Path, rebuild: str = "delete it to rebuild") -> str:
+    """How to fix a damaged file: a file git tracks (a shipped draft or classifier) is restored with
+    `git checkout`; any other is rebuilt as `rebuild` says."""
+    path = Path(path).absolute()
+    try:
+        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", path.name], cwd=path.parent,
+                                 capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):  # no git, or not a folder
+        tracked = False
+    if not tracked:
+        return rebuild
+    shown = path.relative_to(home().absolute()) if path.is_relative_to(home().absolute()) else path
+    return f"restore it with `git checkout -- {shown}`"
 
 
 def cache_dir() -> Path:
@@ -64,7 +85,8 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
-def check_safetensors(path: Path) -> None:
+def check_safetensors(path: Path, rebuild: str = "delete it to rebuild") -> None:
+    """One line for a file that is not a complete safetensors file, saying how to fix it (`repair_hint`)."""
     from safetensors import safe_open
 
     try:
@@ -73,9 +95,9 @@ def check_safetensors(path: Path) -> None:
                 f.get_slice(name)
         size_ok = path.stat().st_size >= _safetensors_expected_size(path)
     except Exception as err:
-        raise SpectreeError(f"{path} is not a readable safetensors file ({err}); delete it to rebuild") from err
+        raise SpectreeError(f"{path} is not a readable safetensors file ({err}); {repair_hint(path, rebuild)}") from err
     if not size_ok:
-        raise SpectreeError(f"{path} is truncated; delete it to rebuild")
+        raise SpectreeError(f"{path} is truncated; {repair_hint(path, rebuild)}")
 
 
 def _safetensors_expected_size(path: Path) -> int:

@@ -194,16 +194,59 @@ class Policy:
     # live drafting stops (errors.TreeTooLarge) rather than offer more candidates than this: a policy meant
     # for a confident draft can ask a weak one for thousands of nodes a CPU verifies for minutes
     max_nodes: ClassVar[Optional[int]] = 1024
+    size_params: ClassVar[tuple[str, ...]] = ("K", "d_max")  # what to lower when the setting outgrows it
     # True when no decision looks at a sampled token's own value (only at its parent's distribution, its rank or
     # its place): multi-branch stochastic verification stays lossless on such trees (the χ² tests check it)
     sampling_safe: ClassVar[bool] = False
+    # the spec parameters behind K and d_max where a policy names them otherwise (kary's b and d), so that
+    # messages name what the user typed
+    param_names: ClassVar[dict[str, str]] = {}
+    # True when a greedy tree always has the worst-case size (`worst_case_nodes`): a static shape
+    fixed_size: ClassVar[bool] = False
 
     def __post_init__(self):
         hints = typing.get_type_hints(type(self))
         for f in spec_fields(self):
             check_value(self.name, f.name, getattr(self, f.name), hints[f.name], f.name in self.probabilities)
         if self.K < 1:
-            raise SpectreeError(f"{self.name}: K (children per node) must be >= 1, got {self.K}")
+            raise SpectreeError(f"{self.name}: {self.param('K')} (children per node) must be >= 1, got {self.K}")
+
+    def param(self, name: str) -> str:
+        """The spec parameter the user types for `name` ('K' or 'd_max')."""
+        return self.param_names.get(name, name)
+
+    def layer_cap(self) -> Optional[int]:
+        """The most nodes one layer of this policy's trees can keep (and expand), if its setting bounds it."""
+        return None
+
+    def worst_case(self) -> tuple[int, int]:
+        """(count, depth): the largest count the live size guard (`max_nodes`) can see for this setting — the
+        nodes kept so far plus the candidates the next layer offers (K per expanded node, at most `layer_cap`
+        expanded per layer) — and the depth of that layer; counting stops at the first layer past `max_nodes`."""
+        limit = self.max_nodes if self.max_nodes is not None else math.inf
+        cap = self.layer_cap() or math.inf
+        total = frontier = worst = 1
+        at = 0
+        for depth in range(1, self.d_max + 1):
+            if total + frontier * self.K > worst:
+                worst, at = total + frontier * self.K, depth
+            if worst > limit:
+                break
+            frontier = min(frontier * self.K, cap)
+            total += frontier
+        return worst, at
+
+    def oversized(self) -> Optional[str]:
+        """Why this setting can outgrow `max_nodes` and which parameters to lower (None if it cannot)."""
+        if self.max_nodes is None:
+            return None
+        n, depth = self.worst_case()
+        if n <= self.max_nodes:
+            return None
+        lower = " or ".join(dict.fromkeys(self.param(p) for p in self.size_params))
+        reaches = "reaches" if self.fixed_size else "can reach"
+        return (f"{self.spec} {reaches} {n:,} nodes at depth {depth} (kept plus offered), more than the "
+                f"{self.max_nodes:,}-node guard (Policy.max_nodes): lower {lower}")
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         """bool [len(cand)]: which offered children (`cand`, this layer's, of every tree) join the trees

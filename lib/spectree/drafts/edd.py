@@ -139,8 +139,8 @@ class EDDDrafter:
 
     def _soft_prompt(self, hidden: torch.Tensor) -> torch.Tensor:
         embed = self.lm.model.model.embed_tokens
-        if isinstance(embed, FusedEmbedding):
-            embed.context = hidden[-1]  # h_{s-1}: the newest target state, fused into every draft token
+        if isinstance(embed, FusedEmbedding):  # h_{s-1}: the newest target state, fused into every draft token
+            embed.context = hidden[-1] if len(hidden) else None  # (none before a one-token prompt's root)
         return soft_prompt(self.lm.model, hidden, self.hidden_norm)  # [k, H]
 
     def _feed(self, hidden: torch.Tensor, root: int) -> torch.Tensor:
@@ -149,9 +149,13 @@ class EDDDrafter:
         entries = torch.cat([self._soft_prompt(hidden), embed(torch.tensor([root], device=hidden.device))])  # [k+1, H]
         return self.lm.feed_chain(entries, last_only=True).logits[0, -1]
 
-    def start(self, prompt_ids: list[int], hidden: torch.Tensor) -> torch.Tensor:
-        """hidden: [L-1, H] target states for the prompt without its last token (the root)."""
+    def start(self, prompt_ids: list[int], hidden: Optional[torch.Tensor]) -> torch.Tensor:
+        """hidden: [L-1, H] target states for the prompt without its last token (the root); None (or [0, H])
+        for a one-token prompt, whose root is the draft's only entry."""
         self.lm.reset()
+        if hidden is None:
+            model = self.lm.model
+            hidden = torch.zeros(0, model.config.hidden_size, device=model.device, dtype=model.dtype)
         return self._feed(hidden, prompt_ids[-1])
 
     def advance(self, new_tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:

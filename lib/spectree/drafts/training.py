@@ -2,8 +2,10 @@
 own greedy answers to ShareGPT prompts (`data="self"`, see selfdistill.py).
 
 Resumable: the full training state (draft layer, optimizer, step, loss log) is saved atomically every
-`save_every_s` seconds under data/cache/train/<name>/, and the data order is a pure function of the
-seed, so an interrupted run — even in a later session — continues exactly where it stopped.
+`save_every_s` seconds and on Ctrl-C / SIGTERM under data/cache/train/<name>/, and the data order is a pure
+function of the seed, so an interrupted run — even in a later session — continues exactly where it stopped.
+That folder's manifest records the settings it was made with; a run asking for others under the same name is
+refused (`check_resume`), so a resumed state and its exported card always describe the same training.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import io
 import json
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Optional
 
@@ -23,11 +25,14 @@ from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
 from spectree.core.errors import SpectreeError
+from spectree.core.interrupts import Deferred
+from spectree.core.manifest import resume_or_refuse, source_name
 from spectree.core.paths import (
     artifact_path,
     atomic_write_bytes,
     atomic_write_text,
     cache_dir,
+    check_name,
 )
 from spectree.core.treeattn import additive_mask
 from spectree.drafts.edd import (
@@ -39,11 +44,12 @@ from spectree.drafts.edd import (
     one_layer_draft,
     soft_prompt,
 )
-from spectree.drafts.selfdistill import pack, target_answers, token_ranking
-from spectree.prompts import conversation_text, load_sharegpt_conversations
+from spectree.drafts.selfdistill import pack, sharegpt_chunks, target_answers, token_ranking
 
 KINDS = ("edd", "vdm")
 DATA = ("sharegpt", "self")
+LOSSES = ("kl", "ce")  # KL to the target's distribution, or cross-entropy on the text (an ablation)
+SAVE_EVERY_S = 180.0  # seconds between training checkpoints (one is also saved on Ctrl-C / SIGTERM)
 
 
 @dataclass(frozen=True)
@@ -73,45 +79,18 @@ class TrainConfig:
     def __post_init__(self):
         if self.kind not in KINDS:
             raise SpectreeError(f"unknown draft kind '{self.kind}': use one of {KINDS}")
-        if self.loss not in ("kl", "ce"):
-            raise SpectreeError(f"unknown loss '{self.loss}': use 'kl' or 'ce'")
+        if self.loss not in LOSSES:
+            raise SpectreeError(f"unknown loss '{self.loss}': use one of {LOSSES}")
         if self.data not in DATA:
             raise SpectreeError(f"unknown training data '{self.data}': use one of {DATA}")
         if not 1 <= self.block_min <= self.block_max:
             raise SpectreeError(f"need 1 <= block_min <= block_max, got {self.block_min}, {self.block_max}")
         for key in ("seq_len", "batch", "warmup", "decay", "steps", "self_prompts", "self_code_prompts", "self_max_new", "self_batch", "teacher_topk",
                     "root_weight"):
-            if getattr(self, key) < 0:
+            if not 0 <= getattr(self, key) < float("inf"):  # NaN and inf too
                 raise SpectreeError(f"{key} must be >= 0, got {getattr(self, key)}")
-
-
-def sharegpt_chunks(tokenizer, seq_len: int, seed: int, n_chunks: int) -> list[list[int]]:
-    """`n_chunks` token windows of length seq_len from chat-templated ShareGPT conversations, in an
-    order fixed by `seed` (conversations shuffled, each cut into consecutive windows). Tokenising takes
-    minutes, so the windows are cached (data/cache/train/, atomic .npy) for the next run or resume."""
-    path = cache_dir() / "train" / f"sharegpt-chunks-{seq_len}-{seed}-{n_chunks}.npy"
-    if path.exists():
-        return np.load(path).tolist()
-    conversations, _ = load_sharegpt_conversations()
-    order = list(range(len(conversations)))
-    random.Random(seed).shuffle(order)
-    chunks: list[list[int]] = []
-    for idx in tqdm(order, desc="tokenising ShareGPT", unit="conv", leave=False):
-        turns = conversations[idx].get("conversations") or []
-        if not turns:
-            continue
-        try:
-            ids = tokenizer(conversation_text(tokenizer, turns), add_special_tokens=False)["input_ids"]
-        except SpectreeError:
-            continue
-        chunks += [ids[i:i + seq_len] for i in range(0, len(ids) - seq_len + 1, seq_len)]
-        if len(chunks) >= n_chunks:
-            break
-    chunks = chunks[:n_chunks]
-    buf = io.BytesIO()
-    np.save(buf, np.array(chunks, dtype=np.int32).reshape(len(chunks), seq_len))
-    atomic_write_bytes(path, buf.getvalue())
-    return chunks
+        if not 0 < self.lr < float("inf"):
+            raise SpectreeError(f"lr must be a positive number, got {self.lr}")
 
 
 def training_windows(target, tokenizer, cfg: TrainConfig) -> list[list[int]]:
@@ -232,18 +211,48 @@ def _state_bytes(payload: dict) -> bytes:
     return buf.getvalue()
 
 
-def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 180.0,
+def run_record(cfg: TrainConfig, target: str) -> dict:
+    """What a training state is made from: the config and the target's name. `steps` counts only with a decay:
+    without one the data order, block lengths and learning rates of the first s steps are those of any run of
+    s steps or more, so a run may be extended (or repeated shorter, docs/training.md) under its name."""
+    record = {**asdict(cfg), "target": target}
+    if not cfg.decay:
+        del record["steps"]
+    return record
+
+
+def check_resume(name: str, cfg: TrainConfig, target: str, restart: bool = False) -> Path:
+    """data/cache/train/<name>, checked before any model loads: a state made with other settings (`run_record`)
+    is refused in one line naming them, unless `restart` removes it; before a state exists, this run's settings
+    are recorded."""
+    work = cache_dir() / "train" / check_name(name, "draft")
+    if restart:
+        (work / "state.pt").unlink(missing_ok=True)
+    resume_or_refuse(work, run_record(cfg, target), (work / "state.pt").exists(),
+                     "pass --restart to start over, or another --name", legacy=_legacy_record(work, target))
+    return work
+
+
+def _legacy_record(work: Path, target: str) -> Optional[dict]:
+    """What a state saved before manifests was made with: its config.json (then rewritten by every run, the
+    best record there is), fields added since at their defaults; its target was not recorded."""
+    if not (work / "config.json").exists():
+        return None
+    known = {f.name for f in fields(TrainConfig)}
+    saved = {k: v for k, v in json.loads((work / "config.json").read_text()).items() if k in known}
+    return run_record(TrainConfig(**saved), target)
+
+
+def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = SAVE_EVERY_S,
           max_minutes: Optional[float] = None, fresh: bool = False, init_from: Optional[Path] = None,
-          init_step: int = 0) -> Path:
+          init_step: int = 0, target_name: Optional[str] = None) -> Path:
     """Train (or resume, unless `fresh`) draft `name`; returns the training-state folder. Stops after
-    cfg.steps or max_minutes (checkpointing first). Without a saved state, `init_from` (a shipped
+    cfg.steps or max_minutes (checkpointing first); on Ctrl-C or SIGTERM it finishes the step, checkpoints and
+    raises `Interrupted`. A state made with other settings is refused (`check_resume`; `target_name` defaults
+    to the name the target was loaded by). Without a saved state, `init_from` (a shipped
     checkpoint, e.g. on a new machine) gives the starting layer and `init_step` the step it had reached,
     so the data order continues where that run stopped (the optimizer state starts afresh)."""
-    work = cache_dir() / "train" / name
-    work.mkdir(parents=True, exist_ok=True)
-    if fresh:
-        (work / "state.pt").unlink(missing_ok=True)
-    atomic_write_text(work / "config.json", json.dumps(asdict(cfg), indent=1))
+    work = check_resume(name, cfg, source_name(target) if target_name is None else target_name, restart=fresh)
     layer = default_hidden_layer(target) if cfg.hidden_layer < 0 else cfg.hidden_layer
     torch.manual_seed(cfg.seed)
     if target.device.type == "cuda":  # TF32 matmuls: teacher, answers and draft ~several times faster than fp32
@@ -286,32 +295,34 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
     rng = random.Random(cfg.seed)
     blocks = [(rng.randint(cfg.block_min, cfg.block_max), rng.randrange(cfg.block_max)) for _ in range(cfg.steps)]
     start, last_save = time.perf_counter(), time.perf_counter()
-    bar = tqdm(total=cfg.steps, initial=step, desc=f"train {name}", unit="step")
-    while step < cfg.steps:
-        t0 = time.perf_counter()
-        tokens = torch.tensor(chunks[step * cfg.batch:(step + 1) * cfg.batch], device=target.device)
-        hidden, teacher_out = teacher(tokens)
-        for g in opt.param_groups:
-            g["lr"] = learning_rate(cfg, step)
-        block, offset = blocks[step]
-        weights = position_weights(tokens.shape[1], block, offset, cfg.root_weight) if cfg.kind == "edd" else None
-        logits = draft_logits(draft, target, tokens, cfg, hidden, block, offset)
-        loss = loss_fn(logits, tokens, teacher_out, cfg.loss, weights)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        step += 1
-        wall += time.perf_counter() - t0
-        log.append((step, loss.item(), wall))
-        bar.update(1)
-        bar.set_postfix(loss=f"{log[-1][1]:.3f}")
-        if time.perf_counter() - last_save > save_every_s:
-            save()
-            last_save = time.perf_counter()
-        if max_minutes is not None and time.perf_counter() - start > 60 * max_minutes:
-            break
-    save()
+    with Deferred() as stop, tqdm(total=cfg.steps, initial=step, desc=f"train {name}", unit="step") as bar:
+        while step < cfg.steps:
+            t0 = time.perf_counter()
+            tokens = torch.tensor(chunks[step * cfg.batch:(step + 1) * cfg.batch], device=target.device)
+            hidden, teacher_out = teacher(tokens)
+            for g in opt.param_groups:
+                g["lr"] = learning_rate(cfg, step)
+            block, offset = blocks[step]
+            weights = position_weights(tokens.shape[1], block, offset, cfg.root_weight) if cfg.kind == "edd" else None
+            logits = draft_logits(draft, target, tokens, cfg, hidden, block, offset)
+            loss = loss_fn(logits, tokens, teacher_out, cfg.loss, weights)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            step += 1
+            wall += time.perf_counter() - t0
+            log.append((step, loss.item(), wall))
+            bar.update(1)
+            bar.set_postfix(loss=f"{log[-1][1]:.3f}")
+            if stop.signum is not None or time.perf_counter() - last_save > save_every_s:
+                save()
+                last_save = time.perf_counter()
+            stop.check()
+            if max_minutes is not None and time.perf_counter() - start > 60 * max_minutes:
+                break
+        save()
+    stop.check()
     return work
 
 
@@ -363,4 +374,5 @@ def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str,
     return out_dir / f"{name}.safetensors"
 
 
-__all__ = ["TrainConfig", "train", "export_checkpoint", "sharegpt_chunks", "training_windows", "training_log"]
+__all__ = ["TrainConfig", "train", "check_resume", "run_record", "export_checkpoint", "training_windows",
+           "training_log"]

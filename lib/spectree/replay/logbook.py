@@ -4,7 +4,8 @@
 Labels: `on_path` (the node's path tokens equal the target's greedy continuation) and `target_prob`
 (the target's probability of the node's token, where the target scored it: nodes whose parent is on
 the greedy path — exactly the nodes a verifier ever examines). Files are written atomically and a run
-resumes by skipping prompts already logged.
+resumes by skipping prompts already logged. The folder's manifest records what the logbook is made from
+(`logbook_manifest`); a run asking for anything else under its name is refused before a model loads.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from tqdm.auto import tqdm
 
 from spectree.core.decode import greedy_continuation, walk_continuation
 from spectree.core.errors import SpectreeError
-from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir
+from spectree.core.manifest import digest, inside, resume_or_refuse, resume_or_restart
+from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir, check_name
 from spectree.core.sampling import Sampling
 from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
 from spectree.prompts import Prompt, chat_ids
@@ -45,7 +47,7 @@ class LogConfig:
 
     def __post_init__(self):
         for key, value in asdict(self).items():
-            if isinstance(value, int) and value < (0 if key == "max_new_tokens" else 1):
+            if isinstance(value, int) and value < 1:
                 raise SpectreeError(f"logbook: {key} must be positive, got {value}")
 
     def policy(self):
@@ -138,15 +140,52 @@ def logbook_dir(cfg: LogConfig, name: str) -> Path:
     return cache_dir() / "logbooks" / f"{cfg.pair}-{name}-{cfg.key()}"
 
 
-def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optional[Path] = None,
-                  models=None) -> Path:
-    """Log every prompt (skipping those already logged) and return the logbook folder."""
-    from spectree.drafts.pairs import check_pair_name, load_pair
+def logbook_tag(prompts: str) -> str:
+    """The logbook name of a prompt spec ("mtbench:8+humaneval:8" → "mtbench8_humaneval8"): `log`'s default
+    --name, and the name under which the notebooks share one logbook (`notebook_logbook`)."""
+    return "".join(prompts.split()).replace(":", "").replace("+", "_")
 
-    check_pair_name(cfg.pair)
-    out = Path(out) if out else logbook_dir(cfg, name)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.json", json.dumps(asdict(cfg), indent=1))
+
+def logbook_manifest(prompts: list[Prompt], cfg: LogConfig) -> dict:
+    """What a logbook is made from: its LogConfig, the logbook format, the prompts (keys, and a digest of their
+    texts) and a digest of the draft's checkpoint (`pairs.draft_digest`; the folder name holds only the pair's)."""
+    from spectree.drafts.pairs import draft_digest
+
+    return {**asdict(cfg), "format": LOG_FORMAT, "prompts": [p.key for p in prompts],
+            "texts": digest([p.text for p in prompts]), "draft": draft_digest(cfg.pair)}
+
+
+def _legacy_manifest(out: Path, wanted: dict) -> Optional[dict]:
+    """What a logbook logged before manifests was made from: its config.json and the prompts its files hold (an
+    interrupted run's files are the first of the prompts it was asked); format, texts and draft were not recorded."""
+    files = sorted(out.glob("*.parquet"))
+    if not files or not (out / "config.json").exists():
+        return None
+    logged = [read_logged_prompt(f).prompt.key for f in files]
+    asked = wanted["prompts"]
+    return {**wanted, **json.loads((out / "config.json").read_text()),
+            "prompts": asked if logged == asked[:len(logged)] else logged}
+
+
+def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optional[Path] = None,
+                  models=None, rebuild: bool = False) -> Path:
+    """Log every prompt (skipping those already logged) and return the logbook folder. The pair and every prompt
+    are checked against the target's context window first (`pairs.check_pair_prompts`), before anything is
+    written. A logbook of this name made from anything else (`logbook_manifest`) is a named result: refused in
+    one line before any model loads (`log --name`); with `rebuild` it is an internal cache (`notebook_logbook`):
+    its files are removed and it is logged again."""
+    from spectree.drafts.pairs import check_pair_prompts, load_pair
+
+    check_pair_prompts(cfg.pair, prompts, cfg.max_new_tokens, cfg.d_max, models)
+    out = Path(out) if out else logbook_dir(cfg, check_name(name, "logbook"))
+    wanted = logbook_manifest(prompts, cfg)
+    legacy = None if inside(out).exists() else _legacy_manifest(out, wanted)
+    if rebuild:
+        resume_or_restart(inside(out), wanted, lambda: _clear(out), legacy)
+    else:
+        resume_or_refuse(out, wanted, any(out.glob("*.parquet")), "pass another --name, or delete it to log again",
+                         legacy)
+    atomic_write_text(out / "config.json", json.dumps(asdict(cfg), indent=1))  # the LogConfig, for readers
     todo = [(i, p) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]
     if todo:
         target, draft, tok = models or load_pair(cfg.pair)
@@ -154,6 +193,21 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
             lp = log_prompt(target, draft, tok, prompt, cfg, (tok.eos_token_id,))
             atomic_write_bytes(out / f"{i:04d}.parquet", _to_parquet_bytes(lp))
     return out
+
+
+def _clear(out: Path) -> None:
+    """A logbook's logged files (its manifest is the caller's)."""
+    for f in [*out.glob("*.parquet"), out / "config.json"]:
+        f.unlink(missing_ok=True)
+
+
+def notebook_logbook(prompts: str, cfg: LogConfig, models=None) -> Path:
+    """The logbook the notebooks share for a prompt spec (named by `logbook_tag`): logged if missing, resumed if
+    cut short, and logged again when made from anything else — a retrained draft, other prompt texts (an internal
+    cache; `log --name` refuses instead)."""
+    from spectree.prompts import parse_prompt_spec
+
+    return write_logbook(parse_prompt_spec(prompts), cfg, logbook_tag(prompts), models=models, rebuild=True)
 
 
 def read_logbook(path: Path) -> list[LoggedPrompt]:

@@ -1,27 +1,31 @@
 """Runs the workbook's notebooks with papermill for a profile, exports one HTML report per notebook and
 writes figures/index.html and figures/RESULTS.md (the default profile also the repository's RESULTS.md;
-`reports.results`). A notebook is skipped when its inputs (notebook, profile parameters, the library's source)
-are unchanged since its last successful run; `--force` reruns it. Called by run_all.sh.
+`reports.results`). A notebook is skipped when its inputs (`run_inputs`: notebook, profile parameters, the
+library's source, the shipped drafts, package versions) are those its last successful run recorded in
+figures/<notebook>/.inputs.json; otherwise it reruns, saying which inputs changed; `--force` reruns it anyway.
+Called by run_all.sh.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import html
-import json
 import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import yaml
 from tqdm.auto import tqdm
 
 from spectree.core.errors import SpectreeError
-from spectree.core.paths import atomic_write_text, figures_dir, home
+from spectree.core.manifest import file_digest, reuse_or_rebuild
+from spectree.core.paths import atomic_write_text, data_dir, figures_dir, home
 from spectree.analysis.claims import verdict_text
 from spectree.reports.results import (EARLIER, claims_of, headline, load_summary, record_run, shown, stamp,
                                       write_results)
 
 PROFILES = ("quick", "default", "paper")
+INPUTS = ".inputs.json"  # figures/<notebook>/.inputs.json: the manifest of its last successful run
+PACKAGES = ("torch", "transformers", "numpy")  # the packages whose versions can change a notebook's numbers
 
 
 def profile_params(profile: str) -> dict[str, dict]:
@@ -30,13 +34,22 @@ def profile_params(profile: str) -> dict[str, dict]:
     return yaml.safe_load((home() / "params" / f"{profile}.yaml").read_text()) or {}
 
 
-def inputs_digest(notebook: Path, params: dict) -> str:
-    """A hash of everything a notebook run depends on that lives in the repository."""
-    h = hashlib.sha256(notebook.read_bytes())
-    h.update(json.dumps(params, sort_keys=True).encode())
-    for src in sorted((home() / "lib" / "spectree").rglob("*.py")):
-        h.update(src.read_bytes())
-    return h.hexdigest()
+def run_inputs(notebook: Path, profile: str, params: dict) -> dict:
+    """What a notebook run is made from (its manifest): the notebook, the profile and its parameters, the
+    library's source and the shipped drafts (a digest each), and the versions of the packages that compute.
+    Logbooks, cost models and classifiers are not listed: each keeps its own manifest and is rebuilt or refused
+    by the run itself."""
+    drafts = sorted(p for pattern in ("*.safetensors", "*.vocab.npy") for p in (data_dir() / "drafts").glob(pattern))
+    return {"notebook": file_digest(notebook), "profile": profile, "params": params,
+            "library": file_digest(*sorted((home() / "lib" / "spectree").rglob("*.py"))),
+            "drafts": file_digest(*drafts), "packages": {name: _version(name) for name in PACKAGES}}
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 def export_html(executed: Path, report: Path) -> dict:
@@ -60,20 +73,24 @@ def run_notebook(name: str, profile: str, params: dict, force: bool, run: dict |
     stem = notebook.stem
     out_dir = figures_dir() / stem
     out_dir.mkdir(parents=True, exist_ok=True)
-    digest_file, report = out_dir / ".inputs.sha256", out_dir / "report.html"
-    digest = inputs_digest(notebook, {"profile": profile, **params})
-    if not force and report.exists() and digest_file.exists() and digest_file.read_text() == digest:
-        return "current", 0.0
-    start = time.perf_counter()
-    executed = out_dir / f"{stem}.ipynb"
-    papermill.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name="python3",
-                               cwd=str(home()), progress_bar=False)
-    export_html(executed, report)
-    atomic_write_text(digest_file, digest)
-    seconds = time.perf_counter() - start
-    if run is not None:
-        record_run(stem, run, seconds)
-    return "ran", seconds
+    inputs, report = out_dir / INPUTS, out_dir / "report.html"
+    if force:
+        inputs.unlink(missing_ok=True)
+
+    def execute() -> tuple[str, float]:
+        start = time.perf_counter()
+        executed = out_dir / f"{stem}.ipynb"
+        papermill.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name="python3",
+                                   cwd=str(home()), progress_bar=False)
+        export_html(executed, report)
+        seconds = time.perf_counter() - start
+        if run is not None:
+            record_run(stem, run, seconds)
+        (out_dir / ".inputs.sha256").unlink(missing_ok=True)  # the stamp before manifests
+        return "ran", seconds
+
+    return reuse_or_rebuild(inputs, run_inputs(notebook, profile, params),
+                            lambda: ("current", 0.0) if report.exists() else None, execute)
 
 
 VERDICT_COLOURS = {"holds": "#1b7f3b", "does not hold": "#b00020", "inconclusive": "#8a6d00"}

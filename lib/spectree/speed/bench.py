@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional, Sequence, Union
 
 import pandas as pd
@@ -18,13 +18,13 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
-from spectree.core.decode import speculative_generate, truncate
+from spectree.core.decode import check_prompt, speculative_generate, truncate
 from spectree.core.drafting import draft_model
 from spectree.core.errors import SpectreeError, TreeTooLarge
 from spectree.core.kernels import is_packed, stock_kernels
 from spectree.core.policy import Policy
 from spectree.core.sampling import Sampling
-from spectree.prompts import Prompt, chat_ids
+from spectree.prompts import Prompt, chat_ids, check_prompts
 
 HF = "hf-generate"
 HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
@@ -40,6 +40,7 @@ def hf_generate(target, ids: list[int], max_new_tokens: int, sampling: Sampling,
         "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
     if assistant is not None:
         kwargs["assistant_model"] = assistant
+    ids = check_prompt(target.config, ids, max_new_tokens)
     torch.manual_seed(seed)
     out = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens,
                           eos_token_id=eos_id, pad_token_id=eos_id, **kwargs)
@@ -59,6 +60,7 @@ class Run:
     draft_s: float
     verify_s: float
     tree_s: float = 0.0
+    sampled: bool = False  # decoded at temperature > 0: outputs match HF's only by chance (no `exact` column)
 
 
 Policies = Union[Sequence[Policy], Mapping[str, Policy]]  # policies, or {label: policy}
@@ -81,13 +83,26 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
     standalone draft) and each policy; one `Run` per (prompt, method), named by the policy's label. With packed
     models, `hf_packed` (default: yes) also times HF `generate` on the packed kernels. A policy whose trees
-    outgrow `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped`."""
+    outgrow `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped` (before decoding when
+    its setting alone does, `Policy.oversized`). Every prompt is checked against the target first (`check_prompt`:
+    its tokens, max_new_tokens and the deepest tree must fit the context window)."""
     target, draft, tok = models
     assistant = draft if hf_assisted and isinstance(draft, PreTrainedModel) else None
     if hf_assisted and assistant is None:
         raise SpectreeError("HF assisted generation needs a standalone draft model (VDM or layer-skip), "
                             "not a drafter that reads the target's hidden states")
     policies = labelled(policies)
+    for name, policy in list(policies.items()):
+        why = policy.oversized() if policy.fixed_size and sampling.greedy else None  # every tree that large
+        if why:
+            warnings.warn(f"skipping {name}: {why}")
+            del policies[name]
+            if skipped is not None:
+                skipped[name] = why
+    if not prompts:
+        raise SpectreeError("no prompts to decode: give at least one")
+    depth = max((p.d_max for p in policies.values()), default=0)
+    check_prompts(prompts, tok, target.config, max_new_tokens, depth)
     hf_packed = is_packed(target) if hf_packed is None else hf_packed and is_packed(target)
     eos = tok.eos_token_id
     gen = torch.Generator().manual_seed(seed)
@@ -132,12 +147,14 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             sum(s.tau for s in g.steps), sum(s.gamma for s in g.steps),
                             sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps),
                             sum(s.tree_s for s in g.steps)))
-    return runs
+    return [replace(r, sampled=not sampling.greedy) for r in runs]
 
 
-def summarize_runs(runs: list[Run]) -> pd.DataFrame:
+def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFrame:
     """One row per method: tokens/s, speedup vs HF generate, mean τ and γ per target forward, time split,
-    and (greedy) the fraction of prompts whose output equals HF's exactly, lengths included."""
+    and, unless the runs were `sampled` (T > 0, where it means nothing; None: any run says so, `Run.sampled`),
+    `exact`: the fraction of prompts whose output equals HF's exactly, lengths included."""
+    sampled = any(r.sampled for r in runs) if sampled is None else sampled
     df = pd.DataFrame([r.__dict__ for r in runs])
     df["n_tokens"] = df.tokens.map(len)
     ref = df[df.strategy == HF].set_index("prompt").tokens
@@ -159,7 +176,7 @@ def summarize_runs(runs: list[Run]) -> pd.DataFrame:
     agg["ms_per_token"] = 1000 * agg.seconds / agg.tokens
     agg = agg.reset_index()
     return agg[["strategy", "tokens_per_s", "speedup", "speedup_same_kernels", "tau", "gamma", "tokens", "forwards",
-                "seconds", "ms_per_token", "draft_frac", "verify_frac", "tree_frac", "exact"]]
+                "seconds", "ms_per_token", "draft_frac", "verify_frac", "tree_frac"] + ([] if sampled else ["exact"])]
 
 
 @dataclass

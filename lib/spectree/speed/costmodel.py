@@ -1,5 +1,8 @@
 """Measured forward times of the target and the draft as a function of the number of tree tokens, cached
 per machine, and the hardware-aware choice of a tree size. PCT's s_d/s_t comes from here.
+
+A cached cost model is an internal cache keyed by what it was measured from (`cost_manifest`: pair, machine,
+timed-path version, sizes, prefix), so one made from anything else is measured again, not refused.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import numpy as np
 import torch
 
 from spectree.core.errors import SpectreeError
+from spectree.core.manifest import beside, matches, reuse_or_rebuild
 from spectree.core.policy import Policy
 from spectree.core.paths import atomic_write_text, cache_dir
 from spectree.core.treeattn import (
@@ -83,7 +87,10 @@ def time_forward(model, n: int, prefix: int, repeats: int) -> float:
     return min(times[1:])
 
 
-def measure(target, draft_model, sizes=SIZES, prefix: int = 256, repeats: int = 5) -> CostModel:
+PREFIX = 256  # committed tokens in the cache while timing
+
+
+def measure(target, draft_model, sizes=SIZES, prefix: int = PREFIX, repeats: int = 5) -> CostModel:
     return CostModel(machine=machine_id(), prefix=prefix, sizes=list(sizes),
                      target_s=[time_forward(target, n, prefix, repeats) for n in sizes],
                      draft_s=[time_forward(draft_model, n, prefix, repeats) for n in sizes])
@@ -102,6 +109,13 @@ def cache_path(pair: str, machine: Optional[str] = None) -> Path:
     return cache_dir() / "costmodel" / f"{pair}-v{TIMED_PATH}-{machine or machine_id()}.json"
 
 
+def cost_manifest(pair: str, machine: Optional[str] = None, sizes=SIZES, prefix: int = PREFIX) -> dict:
+    """What a cached cost model is measured from. The draft's weights are not in it: a forward's time depends
+    on the draft's shape, which the pair name fixes (its reduced head, '-packed' kernels) with the draft kind."""
+    return {"pair": pair, "machine": machine or machine_id(), "timed_path": TIMED_PATH, "sizes": list(sizes),
+            "prefix": prefix}
+
+
 def read_cached(path: Path) -> Optional[CostModel]:
     """A cached cost model, or None when the file is absent or its timings are implausible."""
     if not path.exists():
@@ -110,15 +124,18 @@ def read_cached(path: Path) -> Optional[CostModel]:
     return model if model.plausible else None
 
 
-def load_or_measure(pair: str, target, draft_model, **kwargs) -> CostModel:
-    """The cached cost model of this pair on this machine, measured (a minute or so) if absent or implausible."""
+def load_or_measure(pair: str, target, draft_model, sizes=SIZES, prefix: int = PREFIX, repeats: int = 5) -> CostModel:
+    """The cached cost model of this pair on this machine, measured (a minute or so) if absent, implausible or
+    measured from anything else (`cost_manifest`)."""
     path = cache_path(pair)
-    cached = read_cached(path)
-    if cached is not None:
-        return cached
-    model = measure(target, draft_model, **kwargs)
-    atomic_write_text(path, json.dumps(asdict(model), indent=1))
-    return model
+
+    def build() -> CostModel:
+        model = measure(target, draft_model, sizes, prefix, repeats)
+        atomic_write_text(path, json.dumps(asdict(model), indent=1))
+        return model
+
+    return reuse_or_rebuild(beside(path), cost_manifest(pair, sizes=sizes, prefix=prefix), lambda: read_cached(path),
+                            build)
 
 
 def pair_cost_model(pair: str, models: tuple) -> CostModel:
@@ -147,10 +164,11 @@ def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = No
 
     exact = cache_path(pair)
     host = machine_id().rsplit("-", 1)[0]
-    others = sorted((p for p in exact.parent.glob(cache_path(pair, f"{host}-*").name) if p != exact),
-                    key=lambda p: p.stat().st_mtime)
+    others = sorted((p for p in exact.parent.glob(cache_path(pair, f"{host}-*").name)
+                     if p != exact and not p.name.endswith(".manifest.json")), key=lambda p: p.stat().st_mtime)
     for path, note in [(exact, "")] + [(o, " (measured with other threads)") for o in reversed(others)]:
-        cached = read_cached(path)
+        machine = path.stem.removeprefix(f"{pair}-v{TIMED_PATH}-")
+        cached = read_cached(path) if matches(beside(path), cost_manifest(pair, machine)) else None
         if cached is not None:
             return cached, f"cached {path.stem}{note}"
     if not measure:

@@ -61,7 +61,8 @@ def sampling_safe(policies: dict[str, Policy]) -> dict[str, Policy]:
 
 
 def speed_table(runs: list[Run]) -> pd.DataFrame:
-    """`summarize_runs` with a readable `method` per row (the run labels; HF generate first)."""
+    """`summarize_runs` with a readable `method` per row (the run labels; HF generate first); runs decoded at
+    T > 0 (`Run.sampled`) get no `exact` column, since a sample matches HF's only by chance."""
     table = summarize_runs(runs)
     names = {HF: "HF generate", HF_PACKED: "HF generate, packed kernels"}
     table.insert(0, "method", [names.get(s, s) for s in table.strategy])

@@ -179,6 +179,9 @@ class C2T(Policy):
         if self.model is None:
             self.model = load_classifier(artifact_path("c2t", self.classifier))
 
+    def layer_cap(self) -> int:
+        return min(self.K, self.topk) if self.topk else self.K  # the K likeliest of a layer, topk per tree
+
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         first = cand.top(cand.joint, self.K)  # topK(M_d(N)): the K likeliest children, per tree
         conf = self.model.confidence(cand).numpy()  # [c]

@@ -21,6 +21,8 @@ class CAPE(Policy):
 
     name = "cape"
     K: ClassVar[int] = 7
+    param_names: ClassVar[dict[str, str]] = {"d_max": "d"}
+    size_params = ("d_max",)
     features = frozenset({"rank"})
     sampling_safe = True
 

@@ -27,6 +27,7 @@ class Chain(Policy):
 
     name = "chain"
     K: ClassVar[int] = 1  # the single candidate is the top-1 (or the sampled) child
+    param_names: ClassVar[dict[str, str]] = {"d_max": "k"}
 
     def __post_init__(self):
         super().__post_init__()
@@ -36,6 +37,10 @@ class Chain(Policy):
     @property
     def d_max(self) -> int:
         return self.k
+
+    @property
+    def fixed_size(self) -> bool:
+        return self.stop == "none"
 
     @property
     def features(self) -> frozenset:

@@ -6,6 +6,7 @@ an estimate of the chance the target accepts the whole path.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -24,6 +25,10 @@ class DySpec(Policy):
 
     name = "dyspec"
     features = frozenset()
+    size_params = ("m", "K")
+
+    def layer_cap(self) -> int:
+        return max(self.m, 1)  # a layer keeps at most the m best values seen (ties aside)
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         # a candidate can only end up among the m best nodes if it beats the m-th best value seen so far
@@ -47,6 +52,9 @@ class DySpecThreshold(Policy):
     name = "dyspec_threshold"
     features = frozenset()
     probabilities = ("t",)
+
+    def layer_cap(self) -> Optional[int]:
+        return int(1 / self.t) if self.t > 0 else None  # the joint P of one layer's nodes sums to at most 1
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         return cand.joint >= self.t

@@ -20,6 +20,10 @@ class Eagle2(Policy):
 
     name = "eagle2"
     features = frozenset()
+    fixed_size = True  # greedy: every layer keeps and expands K nodes, K children each
+
+    def layer_cap(self) -> int:
+        return self.K
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         return cand.top(cand.joint, self.K)  # [c] the K likeliest children of this layer, per tree

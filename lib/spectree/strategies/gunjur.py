@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -32,6 +32,7 @@ class EntropyBranching(Policy):
 
     name = "entropy"
     sampling_safe = True
+    param_names: ClassVar[dict[str, str]] = {"K": "k_max", "d_max": "d"}
 
     @property
     def K(self) -> int:
@@ -57,6 +58,11 @@ class NaiveWidth(Policy):
 
     name = "naive_width"
     sampling_safe = True
+    param_names: ClassVar[dict[str, str]] = {"K": "k", "d_max": "d"}
+    fixed_size = True
+
+    def layer_cap(self) -> int:
+        return 1  # the chain; the k alternatives at depth d are never expanded
 
     @property
     def K(self) -> int:

@@ -3,7 +3,7 @@ time, P(the path is accepted) ≥ s_d / s_t."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import ClassVar, Optional
 
 import numpy as np
 
@@ -24,6 +24,7 @@ class PCT(Policy):
 
     name = "pct"
     features = frozenset()
+    param_names: ClassVar[dict[str, str]] = {"K": "k"}
     probabilities = ("ratio", "leaf_min")
     sampling_safe = True  # it only decides whether an already drafted node gets children
 

@@ -61,8 +61,12 @@ class Sequoia(StaticShape):
     p: str = "0.6/0.15/0.07/0.04/0.03/0.02/0.015/0.01"
 
     name = "sequoia"
+    size_params = ("n",)
 
     def __post_init__(self):
+        if self.max_nodes is not None and isinstance(self.n, int) and self.n >= self.max_nodes:
+            raise SpectreeError(f"sequoia: n={self.n} draft tokens cannot fit the {self.max_nodes:,}-node guard "
+                                f"(Policy.max_nodes): lower n")
         try:
             probs = [float(x) for x in str(self.p).split("/")]
         except ValueError as err:

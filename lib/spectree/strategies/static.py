@@ -3,6 +3,7 @@ shape given as the sibling-order paths of its nodes (Sequoia's)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -22,6 +23,8 @@ class Kary(Policy):
     name = "kary"
     features = frozenset()
     sampling_safe = True
+    param_names: ClassVar[dict[str, str]] = {"K": "b", "d_max": "d"}
+    fixed_size = True
 
     @property
     def K(self) -> int:
@@ -46,6 +49,8 @@ class VCT(Policy):
     name = "vct"
     features = frozenset()
     sampling_safe = True
+    param_names: ClassVar[dict[str, str]] = {"K": "w", "d_max": "d"}
+    fixed_size = True
 
     @property
     def K(self) -> int:
@@ -69,6 +74,8 @@ class Sequences(Policy):
     name = "sequences"
     features = frozenset({"rank"})
     sampling_safe = True
+    param_names: ClassVar[dict[str, str]] = {"K": "k", "d_max": "d"}
+    fixed_size = True
 
     @property
     def K(self) -> int:
@@ -77,6 +84,9 @@ class Sequences(Policy):
     @property
     def d_max(self) -> int:
         return self.d
+
+    def layer_cap(self) -> int:
+        return self.k  # k sequences
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         return (cand.depth == 1) | (cand.rank == 0)  # k different first tokens, then each continues greedily
@@ -93,11 +103,17 @@ class StaticShape(Policy):
     name = "static"
     features = frozenset()
     sampling_safe = True
+    fixed_size = True
+    size_params = ("shape",)
 
     def __post_init__(self):
         paths = sorted(self.shape, key=lambda q: (len(q), q))
         self._K = max((q[-1] + 1 for q in paths), default=1)
         self._d_max = max(map(len, paths), default=0)
+        depth = np.array([len(q) for q in paths], dtype=np.int64)  # [nodes]
+        fed = np.array([len(q) for q in {q[:-1] for q in paths}], dtype=np.int64)  # [nodes with children]
+        self._per_depth = np.bincount(depth, minlength=self._d_max + 1)  # [d_max + 1] nodes at each depth
+        self._fed_per_depth = np.bincount(fed, minlength=self._d_max + 1)  # [d_max + 1] of them with children
         index = {(): 0}
         self._child = np.full((len(paths) + 1, self._K), -1, dtype=np.int64)  # [trie nodes, K] → child node
         for q in paths:
@@ -113,6 +129,12 @@ class StaticShape(Policy):
     @property
     def d_max(self) -> int:
         return self._d_max
+
+    def worst_case(self) -> tuple[int, int]:
+        # the guard at depth l counts the shape's nodes above l (root included) plus K per node fed at l - 1
+        counts = [1 + int(self._per_depth[1:d].sum()) + int(self._fed_per_depth[d - 1]) * self._K
+                  for d in range(1, self._d_max + 1)]
+        return max(((c, d) for d, c in enumerate(counts, start=1)), default=(1, 0))
 
     def width(self, frontier: Rows) -> int:
         # sampling without replacement draws children in order, so the first j of K draws are a draw of j

@@ -254,8 +254,9 @@ def test_a_tree_size_skip_blames_the_setting_and_says_what_to_lower(tiny_target)
     assert "lower K or d_max" in parse_strategy("eagle2:K=40").oversized()
     assert parse_strategy("vct").oversized() is None and parse_strategy("eagle2").oversized() is None
     skipped = {}
-    runs = run_strategies((tiny_target, tiny_target, Template([3, 4, 5])), [PROMPT],
-                          {"big": Kary(b=4, d=5), "small": Kary(b=2, d=2)}, 3, warmup=False, skipped=skipped)
+    with pytest.warns(UserWarning, match="skipping big: kary:b=4,d=5 reaches"):
+        runs = run_strategies((tiny_target, tiny_target, Template([3, 4, 5])), [PROMPT],
+                              {"big": Kary(b=4, d=5), "small": Kary(b=2, d=2)}, 3, warmup=False, skipped=skipped)
     assert skipped == {"big": Kary(b=4, d=5).oversized()} and {r.strategy for r in runs} == {"hf-generate", "small"}
     wide = EntropyBranching(d=6, k_max=7, branching=lambda h: 7)  # the setting allows it; the draft decides
     with pytest.raises(TreeTooLarge, match="entropy:d=6 can reach .* lower k_max or d; this draft got there"):

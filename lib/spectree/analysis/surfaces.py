@@ -13,7 +13,6 @@ logit, as C2T Fig. 9 is.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -24,7 +23,7 @@ import pandas as pd
 import torch
 
 from spectree.analysis.claims import claim, tolerance_rule
-from spectree.core.manifest import beside, reuse_or_rebuild
+from spectree.core.manifest import beside, digest, reuse_or_rebuild
 from spectree.core.paths import artifact_path
 from spectree.strategies.c2t import (
     C2TClassifier,
@@ -58,8 +57,7 @@ def train_on_logbook(logdir: Path, cfg: ClassifierTraining = ClassifierTraining(
 
 
 def trained_name(logdir: Path, cfg: ClassifierTraining) -> str:
-    digest = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode()).hexdigest()[:8]
-    return f"{Path(logdir).name}-c2t-{digest}"
+    return f"{Path(logdir).name}-c2t-{digest(asdict(cfg))[:8]}"
 
 
 def outputs(model: C2TClassifier, P, H, d) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,6 @@ resumes by skipping prompts already logged. The folder's manifest records what t
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 from dataclasses import asdict, dataclass
@@ -55,7 +54,7 @@ class LogConfig:
 
     def key(self) -> str:
         """Names the logbook folder: the config plus the logbook format (bumped when what is logged changes)."""
-        return hashlib.sha256(json.dumps({**asdict(self), "format": LOG_FORMAT}, sort_keys=True).encode()).hexdigest()[:10]
+        return digest({**asdict(self), "format": LOG_FORMAT})[:10]
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence, Union
 
 import pandas as pd
@@ -147,7 +147,9 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             sum(s.tau for s in g.steps), sum(s.gamma for s in g.steps),
                             sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps),
                             sum(s.tree_s for s in g.steps)))
-    return [replace(r, sampled=not sampling.greedy) for r in runs]
+    for run in runs:
+        run.sampled = not sampling.greedy
+    return runs
 
 
 def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFrame:

@@ -133,6 +133,18 @@ def _policies(specs: list[str]) -> dict:
     return {s: parse_strategy(s) for s in specs}
 
 
+def _checked_prompts(args, depth: int) -> list:
+    """`--prompts`, each checked against `--pair`'s target with `--max-new-tokens` and trees `depth` deep (its
+    tokenizer and config only: before any model loads); a bad pair is named before a bad prompt spec."""
+    from spectree.drafts.pairs import check_pair_name, check_pair_prompts
+    from spectree.prompts import parse_prompt_spec
+
+    check_pair_name(args.pair)
+    prompts = parse_prompt_spec(args.prompts)
+    check_pair_prompts(args.pair, prompts, args.max_new_tokens, depth, new_tokens="--max-new-tokens")
+    return prompts
+
+
 def _calibrated(policies: dict, pair: str, models) -> dict:
     """PCT specs that name no ratio take s_d/s_t from the pair's cost model on this machine."""
     from spectree.speed.costmodel import calibrate, pair_cost_model
@@ -147,16 +159,12 @@ def _calibrated(policies: dict, pair: str, models) -> dict:
 def cmd_bench(args) -> int:
     from spectree.core.kernels import wants_packed
     from spectree.core.sampling import Sampling
-    from spectree.drafts.pairs import check_pair_name, check_pair_prompts, load_pair
-    from spectree.prompts import parse_prompt_spec
+    from spectree.drafts.pairs import load_pair
     from spectree.speed.bench import format_table, run_strategies, summarize_runs
 
     policies = _policies(args.strategies)
     sampling = Sampling(args.temperature, args.top_p)
-    check_pair_name(args.pair)
-    prompts = parse_prompt_spec(args.prompts)
-    check_pair_prompts(args.pair, prompts, args.max_new_tokens, max(p.d_max for p in policies.values()),
-                       new_tokens="--max-new-tokens")
+    prompts = _checked_prompts(args, max(p.d_max for p in policies.values()))
     skipped: dict[str, str] = {}
     models = load_pair(args.pair, packed=wants_packed(args.kernels))
     policies = _calibrated(policies, args.pair, models)
@@ -174,15 +182,11 @@ def cmd_bench(args) -> int:
 
 def cmd_lossless(args) -> int:
     from spectree.core.kernels import wants_packed
-    from spectree.drafts.pairs import check_pair_name, check_pair_prompts, load_pair
-    from spectree.prompts import parse_prompt_spec
+    from spectree.drafts.pairs import load_pair
     from spectree.speed.bench import find_mismatches, run_strategies, summarize_runs
 
     policies = _policies(args.strategies)
-    check_pair_name(args.pair)
-    prompts = parse_prompt_spec(args.prompts)
-    check_pair_prompts(args.pair, prompts, args.max_new_tokens, max(p.d_max for p in policies.values()),
-                       new_tokens="--max-new-tokens")
+    prompts = _checked_prompts(args, max(p.d_max for p in policies.values()))
     models = load_pair(args.pair, packed=wants_packed(args.kernels))
     policies = _calibrated(policies, args.pair, models)
     skipped: dict[str, str] = {}
@@ -206,16 +210,12 @@ def cmd_lossless(args) -> int:
 
 
 def cmd_log(args) -> int:
-    from spectree.drafts.pairs import check_pair_name, check_pair_prompts
-    from spectree.prompts import parse_prompt_spec
     from spectree.replay.logbook import LogConfig, logbook_tag, write_logbook
 
     tree_shape = {f.name: getattr(args, f.name) for f in fields(LogConfig) if f.name not in ("pair", "max_new_tokens")}
     cfg = LogConfig(pair=args.pair, max_new_tokens=args.max_new_tokens, **tree_shape)
-    check_pair_name(args.pair)
     name = check_name(args.name or logbook_tag(args.prompts), "logbook")
-    prompts = parse_prompt_spec(args.prompts)
-    check_pair_prompts(args.pair, prompts, cfg.max_new_tokens, cfg.d_max, new_tokens="--max-new-tokens")
+    prompts = _checked_prompts(args, cfg.d_max)
     out = write_logbook(prompts, cfg, name)
     print(out)
     _write_json(args.json, {"logbook": str(out), "config": asdict(cfg)})
@@ -258,8 +258,7 @@ def cmd_replay(args) -> int:
 
 def cmd_acceptance(args) -> int:
     from spectree.analysis.acceptance import acceptance_table
-    from spectree.drafts.pairs import check_pair_name, check_pair_prompts, parse_draft
-    from spectree.prompts import parse_prompt_spec
+    from spectree.drafts.pairs import check_pair_name, parse_draft
 
     draft = parse_draft(check_pair_name(args.pair).draft)
     card = draft.checkpoint.with_suffix(".json") if draft.checkpoint else None
@@ -273,8 +272,7 @@ def cmd_acceptance(args) -> int:
         except (OSError, ValueError) as err:
             fix = repair_hint(card, f"re-export it with `python -m spectree train --name {card.stem} --export`")
             raise SpectreeError(f"--card: {card} is not readable JSON ({err}); {fix}") from None
-    prompts = parse_prompt_spec(args.prompts)
-    check_pair_prompts(args.pair, prompts, args.max_new_tokens, args.depth, new_tokens="--max-new-tokens")
+    prompts = _checked_prompts(args, args.depth)
     table, reports = acceptance_table([args.pair], prompts, args.max_new_tokens, args.depth)
     if args.pair not in reports:
         raise SpectreeError(f"pair {args.pair} could not be loaded (see the warning above)")

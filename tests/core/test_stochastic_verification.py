@@ -35,7 +35,7 @@ from spectree.core.policy import NodeTable, Policy, Rows, grow
 from spectree.core.sampling import Sampling
 from spectree.core.tree import NODE_FIELDS, DraftTree
 from spectree.core.verify import Verdict, verify_multibranch
-from spectree.strategies import DySpec, Eagle2, Kary
+from spectree.strategies import CAPE, DySpec, Eagle2, EntropyBranching, Kary, Sequences
 from spectree.strategies.static import static_shape, tree_shape
 
 pytestmark = pytest.mark.slow
@@ -340,6 +340,51 @@ def test_multibranch_verification_on_dyspec_and_eagle2_shapes(make, sampling: Sa
           f"p={p:.4f} | mean accepted={run.accepted:.3f} second steps={run.second_steps} | {run.seconds:.1f}s")
     assert run.second_steps > 0.01 * len(run.pairs)
     assert p > P_MIN, f"committed pairs do not follow the target: chi2={stat:.1f}, p={p:.2e}"
+
+
+@dataclass
+class SequencesByRank(Sequences):
+    """Deliberately wrong: SpecInfer-style sequences that continue with the sampled child whose *value* ranks
+    first in its row (the rule `Sequences` once had): a sample kept for its value."""
+
+    features = frozenset({"rank"})
+
+    def width(self, frontier: Rows) -> int:
+        return self.k
+
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        return (cand.depth == 1) | (cand.rank == 0)
+
+
+SIBLING_POLICIES = [
+    pytest.param(lambda: Sequences(k=3, d=2), 2222, id="sequences-k3-d2"),
+    pytest.param(lambda: EntropyBranching(d=2, k_max=3, branching=lambda h: 2 if h < 1.0 else 3), 3333,
+                 id="entropy-B(H)-d2"),
+    pytest.param(lambda: CAPE(d=2), 4444, id="cape-d2"),
+]
+
+
+@pytest.mark.parametrize("make,seed", SIBLING_POLICIES)
+def test_multibranch_verification_on_policies_that_keep_the_first_offers(make, seed: int) -> None:
+    """Sequences, B(H) and CAPE keep a parent's first few offers: under sampling the first draws, which are a
+    sample without replacement themselves (a value-blind rule), so the target distribution must survive."""
+    policy, sampling = make(), Sampling(temperature=1.0)
+    run = sample_pairs(policy, sampling, N_SAMPLES // 2, seed)
+    stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(World.build(len(CTX0) + 1 + policy.d_max),
+                                                                      sampling))
+    print(f"\n[{policy.spec}] N={len(run.pairs)} chi2={stat:.2f} cells={cells} p={p:.4f} | "
+          f"mean accepted={run.accepted:.3f} | {run.seconds:.1f}s")
+    assert run.second_steps > 0.01 * len(run.pairs)
+    assert p > P_MIN, f"committed pairs do not follow the target: chi2={stat:.1f}, p={p:.2e}"
+
+
+def test_chi_square_harness_catches_a_sample_kept_for_its_rank() -> None:
+    """Control: keeping a sampled child because its value ranks first in the row biases the commits."""
+    sampling = Sampling(temperature=1.0)
+    run = sample_pairs(SequencesByRank(k=3, d=2), sampling, N_CONTROL, seed=5432)
+    stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(World.build(len(CTX0) + 3), sampling))
+    print(f"\n[control: sequences by rank] N={len(run.pairs)} chi2={stat:.1f} cells={cells} p={p:.3e}")
+    assert p < P_CONTROL
 
 
 def _kids(tree: DraftTree) -> list[list[int]]:

@@ -5,6 +5,7 @@ import torch
 from helpers import expand_on, finalize_on, grow_offline, select_on, tiny_llama
 
 from spectree.core.decode import speculative_generate
+from spectree.core.policy import FEATURE_COLUMNS, OPTIONAL_FEATURES, Growth, NodeTable, Rows, computed_columns
 from spectree.core.errors import SpectreeError
 from spectree.core.tree import DraftTree, Nodes
 from spectree.prompts import Prompt
@@ -235,8 +236,8 @@ def test_vct_shape_and_sibling_order():
 
 
 def feature_offer(blank: frozenset):
-    """Seeded random candidates (4 per frontier node) whose optional features named in `blank` are not
-    computed, as live drafting leaves them: NaN, rank -1."""
+    """Seeded random candidates (4 per frontier node) whose optional features named in `blank` are blanked
+    (NaN, rank -1), as `NodeTable.node_fields` fills what live drafting does not compute."""
     def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
         g = torch.Generator().manual_seed(1000 * len(tree) + int(frontier.sum()))
         f, k = len(frontier), 4
@@ -244,23 +245,33 @@ def feature_offer(blank: frozenset):
         parents = frontier[:, None].expand(f, k)
         per_row = {name: (torch.rand(f, generator=g) * 3)[:, None].expand(f, k) for name in ("entropy", "entropy_topm")}
         cols = dict(entropy=per_row["entropy"], entropy_topm=per_row["entropy_topm"], rank=torch.arange(k).expand(f, k))
-        for name in blank:
+        cols.update(draft_prob=p, joint=tree.joint[parents] * p, confidence=p[:, :1].expand(f, k))
+        for name in (c for feature in blank for c in FEATURE_COLUMNS[feature]):
             cols[name] = torch.full_like(cols[name], -1 if name == "rank" else float("nan"))
         return Nodes(tokens=torch.randint(0, 50, (f, k), generator=g).flatten(), parents=parents.flatten(),
-                     depth=(tree.depth[parents] + 1).flatten(), draft_prob=p.flatten(),
-                     joint=(tree.joint[parents] * p).flatten(), confidence=p[:, :1].expand(f, k).flatten(),
-                     **{name: col.flatten() for name, col in cols.items()})
+                     depth=(tree.depth[parents] + 1).flatten(), **{name: col.flatten() for name, col in cols.items()})
     return offer
 
 
 @pytest.mark.parametrize("spec", SPECS + ["c2t:beta=0.3,K=4,d_max=4"])
 def test_policies_read_only_the_optional_features_they_declare(spec):
     """Live drafting skips the optional features a policy does not declare; the tree must not change."""
-    from spectree.core.policy import OPTIONAL_FEATURES
-
     def grown(blank):
         return grow_offline(parse_strategy(spec), feature_offer(blank))
 
     full, lean = grown(frozenset()), grown(OPTIONAL_FEATURES - parse_strategy(spec).features)
     assert full.tokens.tolist() == lean.tokens.tolist() and full.parents.tolist() == lean.parents.tolist()
     assert len(full) > 1
+
+
+def test_reading_a_feature_live_drafting_did_not_compute_is_an_error():
+    """Live drafting's table holds only the declared features' columns: reading another fails loudly, never NaN."""
+    root = DraftTree.root(0, 5).columns()
+    table = NodeTable({f: root[f].numpy() for f in computed_columns(frozenset(), greedy=True)}, np.zeros(1, int), 1)
+    rows = Rows(Growth(table, grown=np.ones(1, dtype=bool)), np.array([0]))
+    assert rows.depth.tolist() == [0] and rows.rank.tolist() == [0]  # greedy ranks are free
+    with pytest.raises(SpectreeError, match="'draft_prob' in its `features`"):
+        rows.joint
+    with pytest.raises(SpectreeError, match="'entropy' in its `features`"):
+        rows.entropy
+    assert "rank" not in computed_columns(frozenset(), greedy=False)  # a sampled token's rank costs a pass

@@ -24,7 +24,7 @@ class NearBest(Policy):
     run: int = 2
 
     name = "near_best"
-    features = frozenset({"rank"})
+    features = frozenset({"draft_prob", "rank"})
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         near = cand.draft_prob >= 0.5 * cand.confidence  # [c] the parent's best p is its distribution's max

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel
 
-from spectree.core.errors import TreeTooLarge
-from spectree.core.policy import OPTIONAL_FEATURES, NodeTable, Policy, Rows, grow
+from spectree.core.errors import SpectreeError, TreeTooLarge
+from spectree.core.policy import OPTIONAL_FEATURES, NodeTable, Policy, Rows, computed_columns, grow
 from spectree.core.sampling import (
     Sampling,
     log_partition_and_entropy,
@@ -21,7 +21,7 @@ from spectree.core.sampling import (
     sample_without_replacement,
     topm_entropy,
 )
-from spectree.core.tree import DraftTree
+from spectree.core.tree import DraftTree, root_columns
 from spectree.core.treeattn import (cache_len, causal_allowed, forward_with_mask, keep_slots, slab_cache, tree_allowed,
                                     truncate)
 
@@ -95,43 +95,42 @@ def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sam
                      kept: Optional[torch.Tensor] = None) -> tuple[dict[str, np.ndarray], Optional[torch.Tensor]]:
     """Up to k children per frontier node, with features from the raw (T = 1) draft distribution.
 
-    frontier: [f] rows of a `NodeTable` (their `idx`, `depth`, `joint`); logits: [f, V] draft logits there.
-    Greedy: the top-k tokens. Stochastic: k tokens sampled without replacement from the warped
-    distribution (`sample_without_replacement`), in sample order — the order multi-branch verification replays.
-    The optional features (top-M entropy; full entropy: two passes over the vocabulary; a sampled token's rank in
-    its row) are computed only if named in `features` (those the policy reads); one not computed is NaN (rank:
-    −1). `kept`: ≥ TOP_M column ids that hold every row's top M (a reduced draft head's tokens, see
-    `draft_tree`), so the top-M entropy reads only them. Returns (the candidates' NODE_FIELDS columns [c], `parents` = frontier
-    rows; warped distributions [f, V], None when greedy).
+    frontier: [f] rows of a `NodeTable` (their `idx`, `depth`, and `joint` when "draft_prob" is wanted); logits:
+    [f, V] draft logits there. Greedy: the top-k tokens. Stochastic: k tokens sampled without replacement from the
+    warped distribution (`sample_without_replacement`), in sample order — the order multi-branch verification
+    replays. Only the columns of the features named in `features` (those the policy reads) are computed
+    (`core.policy.computed_columns`): each costs passes over the vocabulary. `kept`: ≥ TOP_M column ids that hold
+    every row's top M (a reduced draft head's tokens, see `draft_tree`), so the top-M entropy reads only them.
+    Returns (the candidates' columns [c], `parents` = frontier rows; warped distributions [f, V], None when greedy).
     """
     logits = logits.float().cpu()  # passes over the vocabulary in torch; a few numbers per child in numpy
     f = logits.shape[0]
+    wants_p, wants_h = "draft_prob" in features, "entropy" in features
     if sampling.greedy:
         warped, drawn = None, None
         top, tok = row_topk(logits, k)  # [f, k] descending
         top_logit = top[:, 0]  # [f], shared by log Z and the confidence
-        rank = np.broadcast_to(np.arange(k), (f, k))
+        cols = {"rank": np.tile(np.arange(k), f)}
     else:
         top_logit = logits.amax(-1)  # [f], shared by log Z, the warped distribution and the confidence
         warped = sampling.probs(logits, top_logit)
         tok, drawn = sample_without_replacement(warped, k, generator)  # [f, k] in sample order
-        top = logits.gather(-1, tok)
-        rank = rank_in_row(logits, top).numpy() if "rank" in features else np.full((f, k), -1)
-        drawn = drawn.numpy()
-    log_z, ent = (t.numpy() for t in log_partition_and_entropy(logits, top_logit, "entropy" in features))  # [f]
+        top = logits.gather(-1, tok) if wants_p or "rank" in features else None
+        cols = {"rank": rank_in_row(logits, top).numpy().ravel()} if "rank" in features else {}
+        drawn = drawn.numpy().ravel()
+    cols.update(tokens=tok.numpy().ravel(), parents=frontier.idx.repeat(k), depth=(frontier.depth + 1).repeat(k))
+    if wants_p or wants_h:
+        log_z, ent = (t.numpy() for t in log_partition_and_entropy(logits, top_logit, wants_h))  # [f]
+        if wants_h:
+            cols["entropy"] = ent.repeat(k)
+        if wants_p:
+            p = np.exp(top.numpy() - log_z[:, None])  # [f, k] raw (T = 1) probabilities
+            cols.update(draft_prob=p.ravel(), joint=(frontier.joint[:, None] * p).ravel(),
+                        confidence=np.exp(top_logit.numpy() - log_z).repeat(k))  # the top token's probability
     if "entropy_topm" in features:
-        ent_topm = topm_entropy(logits if kept is None else logits[:, kept], TOP_M).numpy()
-    else:
-        ent_topm = np.full(f, np.nan, dtype=np.float32)
-    top, tok, top_logit = top.numpy(), tok.numpy(), top_logit.numpy()
-    p = np.exp(top - log_z[:, None])  # [f, k] raw (T = 1) probabilities
-    cols = {"tokens": tok.ravel(), "parents": np.repeat(frontier.idx, k),
-            "depth": np.repeat(frontier.depth + 1, k), "draft_prob": p.ravel(),
-            "joint": (frontier.joint[:, None] * p).ravel(), "entropy": np.repeat(ent, k),
-            "entropy_topm": np.repeat(ent_topm, k), "rank": rank.ravel(),
-            "confidence": np.repeat(np.exp(top_logit - log_z), k)}  # the top token's probability
+        cols["entropy_topm"] = topm_entropy(logits if kept is None else logits[:, kept], TOP_M).numpy().repeat(k)
     if drawn is not None:  # a row with fewer than k tokens of positive probability offers fewer children
-        cols = {name: col[drawn.ravel()] for name, col in cols.items()}
+        cols = {name: col[drawn] for name, col in cols.items()}
     return cols, warped
 
 
@@ -140,8 +139,8 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
     """Grow one draft tree under `policy` with the draft model (root = last committed token, root_logits: [V]):
     `core.policy.grow` over a table of one tree, where every child the draft offers becomes a row and the
     policy's kept rows form the tree."""
-    root = DraftTree.root(root_token, prefix_len)
-    table = NodeTable({f: c.numpy() for f, c in root.columns().items()}, np.zeros(1, dtype=np.int64), 1)
+    table = NodeTable(root_columns(root_token, computed_columns(policy.features, sampling.greedy)),
+                      np.zeros(1, dtype=np.int64), 1)
     expanded: list[tuple[np.ndarray, torch.Tensor]] = []  # (frontier [f], warped draft dists [f, V]) per layer
     kept_ids = getattr(drafter.model.lm_head, "kept_ids", None)  # a reduced head's tokens: every other logit is lower
     kept_ids = kept_ids.cpu() if kept_ids is not None and len(kept_ids) >= TOP_M else None
@@ -167,13 +166,31 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
 
     growth = grow(table, policy, offer)
     drafter.rollback()
-    tree = DraftTree(**{f: torch.from_numpy(c) for f, c in table.cols.items()}, prefix_len=prefix_len)
+    return kept_tree(table, growth.kept, prefix_len, expanded)
+
+
+def kept_tree(table: NodeTable, kept: np.ndarray, prefix_len: int,
+              expanded: list[tuple[np.ndarray, torch.Tensor]]) -> DraftTree:
+    """The `DraftTree` of a one-tree table's kept rows (bool [N], root-connected), re-indexed; `expanded`: the
+    warped draft distributions [f, V] of each layer's frontier rows [f] (stochastic drafting), none when greedy."""
+    parents = table.cols["parents"]
+    kept = kept.copy()
+    kept[0] = True
+    bad = kept & (parents >= 0) & ~kept[np.maximum(parents, 0)]
+    if bad.any():
+        raise SpectreeError(f"the kept nodes are not root-connected: nodes {np.flatnonzero(bad).tolist()} lack a parent")
+    rows = np.flatnonzero(kept)
+    new_index = np.full(len(table) + 1, -1)  # [N + 1]: a root's parent −1 reads the last entry, −1
+    new_index[rows] = np.arange(len(rows))
+    cols = table.node_fields(rows)
+    cols["parents"] = new_index[cols["parents"]]
+    tree = DraftTree(**{f: torch.from_numpy(c) for f, c in cols.items()}, prefix_len=prefix_len)
     if expanded:  # rows only for the expanded nodes
         tree.dists = torch.cat([warped for _, warped in expanded])  # [m, V]
-        tree.dist_row = torch.full((len(tree),), -1, dtype=torch.long)
-        tree.dist_row[torch.from_numpy(np.concatenate([frontier for frontier, _ in expanded]))] = \
-            torch.arange(len(tree.dists))
-    return tree.subtree(torch.from_numpy(growth.kept))
+        dist_row = np.full(len(table), -1)
+        dist_row[np.concatenate([frontier for frontier, _ in expanded])] = np.arange(len(tree.dists))
+        tree.dist_row = torch.from_numpy(dist_row[rows])
+    return tree
 
 
 def draft_model(draft) -> PreTrainedModel:

@@ -20,14 +20,28 @@ import numpy as np
 
 from spectree.core.errors import SpectreeError
 from spectree.core.groups import sibling_order, top_in_groups
+from spectree.core.tree import LONG_FIELDS, NODE_FIELDS
 
-OPTIONAL_FEATURES = frozenset({"entropy", "entropy_topm", "rank"})  # node features that cost passes over the vocabulary
+# node features that cost passes over the vocabulary, and the NODE_FIELDS columns each gives: "draft_prob" is the
+# draft's log-partition pass (a node's probability, its path's joint probability, its parent's top probability);
+# "rank" a sampled token's place in its row (free under greedy drafting, where it is the offer order)
+FEATURE_COLUMNS = {"draft_prob": ("draft_prob", "joint", "confidence"), "entropy": ("entropy",),
+                   "entropy_topm": ("entropy_topm",), "rank": ("rank",)}
+OPTIONAL_FEATURES = frozenset(FEATURE_COLUMNS)
+
+
+def computed_columns(features: frozenset, greedy: bool) -> tuple[str, ...]:
+    """The NODE_FIELDS columns live drafting computes for a policy reading `features` (`child_candidates`)."""
+    wanted = set(features) | ({"rank"} if greedy else set())
+    return tuple(f for f in NODE_FIELDS if not any(f in cols and name not in wanted
+                                                    for name, cols in FEATURE_COLUMNS.items()))
 
 
 @dataclass
 class NodeTable:
-    """Feature columns (numpy, [N]) of the nodes of one or many draft trees: NODE_FIELDS, with `parents` as row
-    indices (−1 at a root), plus `tree` [N], each row's tree id. A tree's rows come root first, in offer order."""
+    """Feature columns (numpy, [N]) of the nodes of one or many draft trees: NODE_FIELDS (live drafting: those the
+    policy reads, `computed_columns`), with `parents` as row indices (−1 at a root), plus `tree` [N], each row's
+    tree id. A tree's rows come root first, in offer order."""
 
     cols: dict[str, np.ndarray]
     tree: np.ndarray
@@ -37,13 +51,19 @@ class NodeTable:
         return len(self.tree)
 
     def append(self, cols: dict[str, np.ndarray]) -> np.ndarray:
-        """Add child rows (every NODE_FIELDS column, [m]; parents are rows of this table), each to its parent's
+        """Add child rows (every column of this table, [m]; parents are rows of this table), each to its parent's
         tree; returns their row indices."""
         start, m = len(self), len(cols["tokens"])
         tree = self.tree[np.asarray(cols["parents"])]
         self.cols = {f: np.concatenate([self.cols[f], np.asarray(cols[f], dtype=self.cols[f].dtype)]) for f in self.cols}
         self.tree = np.concatenate([self.tree, tree])
         return np.arange(start, start + m)
+
+    def node_fields(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Every NODE_FIELDS column at `rows`, those not computed filled in (NaN; rank −1)."""
+        return {f: self.cols[f][rows] if f in self.cols else np.full(len(rows), -1 if f in LONG_FIELDS else np.nan,
+                                                                     dtype=np.int64 if f in LONG_FIELDS else np.float32)
+                for f in NODE_FIELDS}
 
 
 class Rows:
@@ -69,6 +89,10 @@ class Rows:
 
     def __getattr__(self, name: str) -> np.ndarray:
         if name.startswith("_") or name not in self.growth.table.cols:
+            if name in NODE_FIELDS:
+                feature = next(f for f, cols in FEATURE_COLUMNS.items() if name in cols)
+                raise SpectreeError(f"node feature `{name}` was not computed: a policy that reads it must name "
+                                    f"{feature!r} in its `features`")
             raise AttributeError(name)
         if name not in self._cols:
             self._cols[name] = self.growth.table.cols[name][self.idx]
@@ -187,16 +211,17 @@ class Policy:
     name: ClassVar[str] = "policy"
     K: int
     d_max: int
-    # the costly node features (OPTIONAL_FEATURES) this policy reads; live drafting computes only these, the
-    # others are NaN (rank: −1). By default the full entropy and the sampled tokens' rank, not the top-M entropy
-    features: ClassVar[frozenset] = frozenset({"entropy", "rank"})
+    # the costly node features (OPTIONAL_FEATURES) this policy reads; live drafting computes only these, and
+    # reading another is an error. By default all but the top-M entropy
+    features: ClassVar[frozenset] = frozenset({"draft_prob", "entropy", "rank"})
     probabilities: ClassVar[tuple[str, ...]] = ()  # parameters validated to lie in [0, 1]
     # live drafting stops (errors.TreeTooLarge) rather than offer more candidates than this: a policy meant
     # for a confident draft can ask a weak one for thousands of nodes a CPU verifies for minutes
     max_nodes: ClassVar[Optional[int]] = 1024
     size_params: ClassVar[tuple[str, ...]] = ("K", "d_max")  # what to lower when the setting outgrows it
-    # True when no decision looks at a sampled token's own value (only at its parent's distribution, its rank or
-    # its place): multi-branch stochastic verification stays lossless on such trees (the χ² tests check it)
+    # True when no decision looks at a sampled token's own value (only at its parent's distribution or its place
+    # among its siblings, `Rows.sibling`; never its `rank`, which is its value's place in the row): multi-branch
+    # stochastic verification stays lossless on such trees (the χ² tests check it)
     sampling_safe: ClassVar[bool] = False
     # the spec parameters behind K and d_max where a policy names them otherwise (kary's b and d), so that
     # messages name what the user typed
@@ -315,5 +340,5 @@ def _format(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-__all__ = ["OPTIONAL_FEATURES", "NodeTable", "Rows", "Growth", "Offer", "grow", "Policy", "spec_field",
+__all__ = ["FEATURE_COLUMNS", "OPTIONAL_FEATURES", "computed_columns", "NodeTable", "Rows", "Growth", "Offer", "grow", "Policy", "spec_field",
            "spec_fields", "check_value"]

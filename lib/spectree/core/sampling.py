@@ -61,8 +61,8 @@ def row_topk(x: torch.Tensor, k: int, chunk: int = 64) -> tuple[torch.Tensor, to
 
 def top_values(x: torch.Tensor, m: int) -> np.ndarray:
     """float [f, m]: the m largest values of each row of x [f, V], in no particular order. A selection, not a
-    sort (~3.5x faster than `topk` for C2T's m = 1,000 of 49,152 here): each row has ≥ m values at or above its
-    m-th largest chunk maximum, and only those (~1.6m) are partitioned."""
+    sort (~4x faster than `topk` for C2T's m = 1,000 of 49,152 here): each row has ≥ m values at or above its
+    m-th largest chunk maximum, and only those (~1.6m, found in one scan) are partitioned."""
     f, v = x.shape
     x = x.float().contiguous()
     chunk = 1 << max(0, int(v / (1.5 * m)).bit_length() - 1)  # ~1.5m chunks per row
@@ -71,11 +71,11 @@ def top_values(x: torch.Tensor, m: int) -> np.ndarray:
     maxima = x.view(f, v // chunk, chunk).amax(-1).numpy()  # [f, C]
     floor = np.partition(maxima, maxima.shape[1] - m, axis=-1)[:, maxima.shape[1] - m]  # [f] m-th largest maximum
     values = x.numpy()
-    keep = values >= floor[:, None]
-    counts = np.count_nonzero(keep, axis=-1)  # [f] ≥ m each
+    idx = np.flatnonzero(values >= floor[:, None])  # flat ids of the values at or above their row's floor
+    rows = idx // v
+    counts = np.bincount(rows, minlength=f)  # [f] ≥ m each
     packed = np.full((f, counts.max()), -np.inf, dtype=values.dtype)
-    packed[np.repeat(np.arange(f), counts), np.arange(counts.sum()) - np.repeat(counts.cumsum() - counts, counts)] = \
-        values[keep]
+    packed[rows, np.arange(len(idx)) - (counts.cumsum() - counts)[rows]] = values.ravel()[idx]
     return np.partition(packed, packed.shape[1] - m, axis=-1)[:, packed.shape[1] - m:]
 
 

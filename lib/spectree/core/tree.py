@@ -16,6 +16,14 @@ from spectree.core.errors import SpectreeError
 
 NODE_FIELDS = ("tokens", "parents", "depth", "draft_prob", "joint", "entropy", "entropy_topm", "rank", "confidence")
 LONG_FIELDS = {"tokens", "parents", "depth", "rank"}
+ROOT = {"parents": -1, "depth": 0, "draft_prob": 1.0, "joint": 1.0, "entropy": 0.0, "entropy_topm": 0.0, "rank": 0,
+        "confidence": 1.0}  # a root's features: the committed token, certain
+
+
+def root_columns(token: int, fields: tuple[str, ...] = NODE_FIELDS) -> dict[str, np.ndarray]:
+    """numpy [1] columns of a root node (the last committed token), for `fields`."""
+    return {f: np.array([token if f == "tokens" else ROOT[f]], dtype=np.int64 if f in LONG_FIELDS else np.float32)
+            for f in fields}
 
 
 @dataclass
@@ -82,10 +90,7 @@ class DraftTree(Nodes):
 
     @staticmethod
     def root(token: int, prefix_len: int) -> "DraftTree":
-        one = torch.ones(1)
-        return DraftTree(tokens=torch.tensor([token]), parents=torch.tensor([-1]), depth=torch.tensor([0]),
-                         draft_prob=one, joint=one.clone(), entropy=torch.zeros(1), entropy_topm=torch.zeros(1),
-                         rank=torch.tensor([0]), confidence=one.clone(), prefix_len=prefix_len)
+        return DraftTree(**{f: torch.from_numpy(c) for f, c in root_columns(token).items()}, prefix_len=prefix_len)
 
     @property
     def size(self) -> int:

@@ -49,10 +49,14 @@ class C2TClassifier(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x).squeeze(-1)  # logits
 
-    @torch.no_grad()
     def confidence(self, nodes: Any) -> torch.Tensor:
-        """[n] the classifier's confidence C in [0, 1] that each node is accepted."""
-        return torch.sigmoid(self(self.inputs(nodes)))
+        """[n] the classifier's confidence C in [0, 1] that each node is accepted: the same `net`, evaluated in numpy
+        (a few dozen nodes per layer while drafting, where torch's per-op cost is most of the work)."""
+        first, _, last = self.net
+        w1, b1, w2, b2 = (t.detach().cpu().numpy() for t in (first.weight, first.bias, last.weight, last.bias))
+        x = np.stack([np.asarray(getattr(nodes, FEATURES[f]), dtype=np.float32) for f in self.features], axis=-1)
+        logit = np.maximum(x @ w1.T + b1, 0.0) @ w2[0] + b2[0]  # [n]
+        return torch.from_numpy(1.0 / (1.0 + np.exp(-logit)))
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,7 @@ class C2T(Policy):
     model: Optional[C2TClassifier] = spec_field(default=None)  # the classifier itself (loaded from `classifier` if None)
 
     name = "c2t"
-    features = frozenset({"entropy_topm"})  # its H is the entropy over the top-M probabilities
+    features = frozenset({"draft_prob", "entropy_topm"})  # P, and H: the entropy over the top-M probabilities
     probabilities = ("beta",)
 
     def __post_init__(self):

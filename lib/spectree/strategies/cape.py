@@ -23,7 +23,7 @@ class CAPE(Policy):
     K: ClassVar[int] = 7
     param_names: ClassVar[dict[str, str]] = {"d_max": "d"}
     size_params = ("d_max",)
-    features = frozenset({"rank"})
+    features = frozenset({"draft_prob"})  # its parent's confidence
     sampling_safe = True
 
     @property
@@ -32,4 +32,4 @@ class CAPE(Policy):
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         bucket = np.searchsorted(BOUNDS, cand.confidence.astype(np.float32), side="left")  # [c]
-        return cand.rank < WIDTHS[bucket]
+        return cand.sibling() < WIDTHS[bucket]  # the first offers: the top ranks when greedy, the first draws when not

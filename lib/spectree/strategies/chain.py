@@ -44,7 +44,7 @@ class Chain(Policy):
 
     @property
     def features(self) -> frozenset:
-        return frozenset({"entropy"}) if self.stop == "entropy" else frozenset()
+        return {"none": frozenset(), "entropy": frozenset({"entropy"})}.get(self.stop, frozenset({"draft_prob"}))
 
     @property
     def sampling_safe(self) -> bool:  # DyJoint keeps a sample because of its own probability

@@ -24,7 +24,7 @@ class DySpec(Policy):
     d_max: int = 11
 
     name = "dyspec"
-    features = frozenset()
+    features = frozenset({"draft_prob"})
     size_params = ("m", "K")
 
     def layer_cap(self) -> int:
@@ -50,7 +50,7 @@ class DySpecThreshold(Policy):
     d_max: int = 11
 
     name = "dyspec_threshold"
-    features = frozenset()
+    features = frozenset({"draft_prob"})
     probabilities = ("t",)
 
     def layer_cap(self) -> Optional[int]:

@@ -19,7 +19,7 @@ class Eagle2(Policy):
     N: int = 50  # draft tokens kept after reranking
 
     name = "eagle2"
-    features = frozenset()
+    features = frozenset({"draft_prob"})
     fixed_size = True  # greedy: every layer keeps and expands K nodes, K children each
 
     def layer_cap(self) -> int:

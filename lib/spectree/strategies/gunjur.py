@@ -31,6 +31,7 @@ class EntropyBranching(Policy):
     branching: Callable[[float], int] = spec_field(default=gunjur_branching)  # B(H), e.g. from the explorer
 
     name = "entropy"
+    features = frozenset({"entropy"})
     sampling_safe = True
     param_names: ClassVar[dict[str, str]] = {"K": "k_max", "d_max": "d"}
 
@@ -43,10 +44,11 @@ class EntropyBranching(Policy):
         return self.d
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
-        # every candidate of one parent carries that parent's entropy H: keep ranks < B(H)
+        # every candidate of one parent carries that parent's entropy H: keep its first B(H) offers (the top B(H)
+        # when greedy, the first B(H) draws when sampling: a sample's rank would keep it for its value)
         h, where = np.unique(cand.entropy, return_inverse=True)  # B(H) once per distinct parent
         width = np.array([0 if x > self.cutoff else self.branching(float(x)) for x in h], dtype=np.int64)
-        return cand.rank < width[where]
+        return cand.sibling() < width[where]
 
 
 @dataclass
@@ -57,6 +59,7 @@ class NaiveWidth(Policy):
     d: int = 4
 
     name = "naive_width"
+    features = frozenset()
     sampling_safe = True
     param_names: ClassVar[dict[str, str]] = {"K": "k", "d_max": "d"}
     fixed_size = True
@@ -72,5 +75,8 @@ class NaiveWidth(Policy):
     def d_max(self) -> int:
         return self.d
 
+    def width(self, frontier: Rows) -> int:
+        return self.k if frontier.depth[0] == self.d - 1 else 1
+
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
-        return cand.rank < np.where(cand.depth == self.d, self.k, 1)
+        return cand.sibling() < np.where(cand.depth == self.d, self.k, 1)  # offer order, as in EntropyBranching

@@ -23,7 +23,7 @@ class PCT(Policy):
     leaf_min: float = 0.01  # finally drop leaves whose path confidence is below this
 
     name = "pct"
-    features = frozenset()
+    features = frozenset({"draft_prob"})
     param_names: ClassVar[dict[str, str]] = {"K": "k"}
     probabilities = ("ratio", "leaf_min")
     sampling_safe = True  # it only decides whether an already drafted node gets children

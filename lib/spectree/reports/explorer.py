@@ -128,7 +128,10 @@ def cached_tokenizer(pair: str):
     from transformers import AutoTokenizer
 
     from spectree.core.paths import cache_dir
-    from spectree.drafts.pairs import check_pair_name
+    from spectree.drafts.pairs import TARGETS, check_pair_name, target_tokenizer
 
-    folder = cache_dir() / "models" / check_pair_name(pair).target
+    target = check_pair_name(pair).target
+    if target not in TARGETS:  # a model folder or a cached hub id: its own tokenizer
+        return target_tokenizer(target)[0]
+    folder = cache_dir() / "models" / target
     return AutoTokenizer.from_pretrained(str(folder)) if (folder / "tokenizer.json").exists() else None

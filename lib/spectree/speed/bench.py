@@ -89,7 +89,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     target, draft, tok = models
     assistant = draft if hf_assisted and isinstance(draft, PreTrainedModel) else None
     if hf_assisted and assistant is None:
-        raise SpectreeError("HF assisted generation needs a standalone draft model (VDM or layer-skip), "
+        raise SpectreeError("HF assisted generation needs a standalone draft model (hf:, VDM or layer-skip), "
                             "not a drafter that reads the target's hidden states")
     policies = labelled(policies)
     for name, policy in list(policies.items()):
@@ -192,18 +192,38 @@ class Mismatch:
     tie: bool
 
 
-TIE_GAP = 1e-4  # fp32 tree-vs-sequential noise is ~4e-5; a larger gap cannot flip an argmax
+# The near-tie rule: a mismatch is explained by rounding when the AR top-2 logit gap there is below
+# max(absolute, relative * |top-1 logit|) for the target's dtype. Tree attention and sequential decoding add the
+# same numbers in another order (other kernels, other shapes), so their logits differ by rounding noise:
+# - float32: measured ~4e-5 (packed kernels vs HF's stock ones, SmolLM2); 1e-4 absolute, as before.
+# - bfloat16: 8 mantissa bits, unit roundoff 2^-8 ≈ 4e-3; hidden states rounded at every layer leave logit noise
+#   ~1e-2 relative (one ulp of a logit of 16–32 is already 0.125): 2e-2 relative (twice that), at least 5e-2.
+# - float16: 11 bits, unit roundoff 2^-11 ≈ 5e-4, ~4x less noise than bf16's per op: 3e-3 relative, at least 1e-2.
+TIE_GAP = {torch.float32: (1e-4, 0.0), torch.bfloat16: (5e-2, 2e-2), torch.float16: (1e-2, 3e-3)}
+
+
+def tie_gap(dtype: torch.dtype, top1: float) -> float:
+    """The largest top-2 logit gap rounding noise explains in `dtype` with a top-1 logit `top1` (TIE_GAP)."""
+    absolute, relative = TIE_GAP.get(dtype, TIE_GAP[torch.float32])
+    return max(absolute, relative * abs(top1))
 
 
 @torch.inference_mode()
-def top2_gap(target, ids: list[int], ref: list[int], position: int) -> float:
-    """The AR logit margin between the top-2 tokens where the reference chose ref[position]."""
+def top2(target, ids: list[int], ref: list[int], position: int) -> tuple[float, float]:
+    """(top-1 logit, top-1 minus top-2 logit) of the AR target where the reference chose ref[position]."""
     seq = torch.tensor([ids + ref[:position]], device=target.device)
     top = target(seq).logits[0, -1].float().topk(2).values
-    return float(top[0] - top[1])
+    return float(top[0]), float(top[0] - top[1])
+
+
+def top2_gap(target, ids: list[int], ref: list[int], position: int) -> float:
+    """The AR logit margin between the top-2 tokens where the reference chose ref[position]."""
+    return top2(target, ids, ref, position)[1]
 
 
 def find_mismatches(models, runs: list[Run], prompts: list[Prompt]) -> list[Mismatch]:
+    """Every run whose tokens differ from HF generate's, with the AR top-2 gap where they first differ and whether
+    rounding in the target's dtype explains it (`tie_gap`)."""
     target, _, tok = models
     texts = {p.key: p.text for p in prompts}
     ref = {r.prompt: r.tokens for r in runs if r.strategy == HF}
@@ -213,8 +233,8 @@ def find_mismatches(models, runs: list[Run], prompts: list[Prompt]) -> list[Mism
             continue
         a, b = ref[r.prompt], r.tokens
         pos = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        gap = top2_gap(target, chat_ids(tok, texts[r.prompt]), a, pos) if pos < len(a) else float("nan")
-        out.append(Mismatch(r.prompt, r.strategy, pos, len(a), len(b), gap, bool(gap < TIE_GAP)))
+        top1, gap = top2(target, chat_ids(tok, texts[r.prompt]), a, pos) if pos < len(a) else (0.0, float("nan"))
+        out.append(Mismatch(r.prompt, r.strategy, pos, len(a), len(b), gap, bool(gap < tie_gap(target.dtype, top1))))
     return out
 
 

@@ -1,0 +1,208 @@
+"""A pair of the user's own: two tiny random Llamas saved with `save_pretrained` into folders, sharing a byte-level
+tokenizer, named 'TARGET_DIR+hf:DRAFT_DIR'. It checks, loads, decodes losslessly and benches like a shipped pair;
+a bad pair (another tokenizer, a missing folder or hub id, a bad dtype) is refused before any weights load."""
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import tiny_llama
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+from spectree.core.decode import speculative_generate
+from spectree.core.errors import SpectreeError
+from spectree.drafts import pairs, targets
+from spectree.prompts import Prompt, chat_ids
+from spectree.strategies import parse_strategy
+
+SPECIALS = ["<unk>", "<s>", "</s>"]  # ids 0, 1, 2: LlamaConfig's bos / eos defaults
+CHAT = ("{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>{% endfor %}"
+        "{% if add_generation_prompt %}<s>assistant\n{% endif %}")
+PROMPTS = [Prompt("own", "0", "writing", "Write a haiku about trees."),
+           Prompt("own", "1", "coding", "def f(x): return x * 2  # explain")]
+POLICIES = ["chain:k=3", "eagle2:K=3,d_max=3,N=6", "dyspec:m=4,K=3,d_max=3"]
+
+
+def byte_tokenizer(shift: int = 0, extra: int = 0) -> PreTrainedTokenizerFast:
+    """A byte-level tokenizer: 3 specials, the 256 byte symbols (rotated by `shift`: other ids for the same text),
+    then `extra` unused tokens; with a chat template."""
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    alphabet = alphabet[shift:] + alphabet[:shift]
+    vocab = {t: i for i, t in enumerate(SPECIALS + alphabet + [f"x{i}" for i in range(extra)])}
+    tk = Tokenizer(models.BPE(vocab, [], unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    tok.chat_template = CHAT
+    return tok
+
+
+def save_model(folder, seed: int, layers: int, tok: PreTrainedTokenizerFast, vocab: int = None):
+    model = tiny_llama(seed, layers=layers, vocab=vocab or len(tok))
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def own(tmp_path_factory):
+    """(target folder, draft folder, root) of a compatible pair."""
+    root = tmp_path_factory.mktemp("own")
+    tok = byte_tokenizer()
+    return save_model(root / "target", 0, 3, tok), save_model(root / "draft", 1, 1, tok), root
+
+
+@pytest.fixture(scope="module")
+def loaded(own):
+    target, draft, _ = own
+    return pairs.load_pair(f"{target}+hf:{draft}", device="cpu")
+
+
+@pytest.fixture
+def no_weights(monkeypatch):
+    """Any weights load fails the test (tokenizers and configs may be read)."""
+    def fail(*args, **kwargs):
+        raise AssertionError("weights were loaded")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", fail)
+    for loader in ("load_target", "load_draft", "load_folder"):
+        monkeypatch.setattr(pairs, loader, fail)
+
+
+def test_own_folders_name_a_pair(own, no_weights):
+    target, draft, _ = own
+    spec = pairs.check_pair_name(f"{target}+hf:{draft}")
+    assert spec == pairs.PairSpec(str(target), f"hf:{draft}")
+    assert pairs.parse_draft(spec.draft).checkpoint is None and pairs.draft_digest(f"{target}+hf:{draft}") is None
+
+
+@pytest.mark.parametrize("twin", [False, True], ids=["random-draft", "twin-draft"])
+def test_own_pair_loads_and_decodes_losslessly(own, loaded, twin):
+    target, draft, tok = loaded
+    assert isinstance(draft, type(target)) and draft.config.num_hidden_layers == 1
+    assert target.dtype == draft.dtype == torch.float32
+    if twin:  # the target's own weights as its draft: every draft token accepted, the longest paths verified
+        draft = pairs.load_pair(f"{own[0]}+hf:{own[0]}", device="cpu")[1]
+    taus = []
+    for prompt in PROMPTS:
+        ids = chat_ids(tok, prompt.text)
+        ref = target.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, eos_token_id=tok.eos_token_id,
+                              pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
+        ref = ref[:ref.index(tok.eos_token_id) + 1] if tok.eos_token_id in ref else ref
+        for spec in POLICIES:
+            out = speculative_generate(target, draft, ids, parse_strategy(spec), 12, eos_ids=(tok.eos_token_id,))
+            assert out.tokens == ref, (spec, prompt.key)
+            taus += [s.tau for s in out.steps]
+    assert max(taus) >= (4 if twin else 1)
+
+
+def test_own_pair_benches_with_an_hf_assisted_row(loaded):
+    from spectree.speed.bench import HF, HF_ASSISTED, find_mismatches, run_strategies, summarize_runs
+
+    policies = {s: parse_strategy(s) for s in POLICIES[:2]}
+    runs = run_strategies(loaded, PROMPTS, policies, 8, warmup=False, hf_assisted=True)
+    table = summarize_runs(runs).set_index("strategy")
+    assert {HF, HF_ASSISTED, *POLICIES[:2]} <= set(table.index)
+    assert table.loc[HF_ASSISTED, "exact"] == 1.0 and find_mismatches(loaded, runs, PROMPTS) == []
+
+
+def test_dtype_is_resolved_before_loading(own, no_weights):
+    target, draft, _ = own
+    assert targets.resolve_dtype("auto", "cpu") == torch.float32
+    assert targets.resolve_dtype("bfloat16") == torch.bfloat16 == targets.resolve_dtype(torch.bfloat16)
+    for bad in ("float8", "fp32", torch.int8):
+        with pytest.raises(SpectreeError, match="bad dtype .*use auto, float32, bfloat16, float16"):
+            pairs.load_pair(f"{target}+hf:{draft}", dtype=bad)
+
+
+def test_bfloat16_pair_and_its_tie_rule(own):
+    from spectree.speed.bench import TIE_GAP, tie_gap
+
+    target, draft, _ = own
+    t, d, _ = pairs.load_pair(f"{target}+hf:{draft}", device="cpu", dtype="bfloat16")
+    assert t.dtype == d.dtype == torch.bfloat16
+    assert tie_gap(torch.float32, 30.0) == TIE_GAP[torch.float32][0] == 1e-4  # fp32: as before
+    assert tie_gap(torch.bfloat16, 20.0) == pytest.approx(0.4) and tie_gap(torch.bfloat16, 0.1) == 5e-2
+    assert tie_gap(torch.float32, 1.0) < tie_gap(torch.float16, 1.0) < tie_gap(torch.bfloat16, 1.0)
+
+
+@pytest.mark.parametrize("kind", ["other ids", "other vocabulary"])
+def test_a_draft_with_another_tokenizer_is_refused(own, kind, no_weights):
+    target, _, root = own
+    tok = byte_tokenizer(shift=7) if kind == "other ids" else byte_tokenizer(extra=40)
+    other = save_model(root / kind.replace(" ", "-"), 2, 1, tok)
+    with pytest.raises(SpectreeError) as err:
+        pairs.check_pair_name(f"{target}+hf:{other}")
+    message = str(err.value)
+    assert f"'{other}' does not share the tokenizer of the target '{target}'" in message
+    assert ("other token ids" if kind == "other ids" else "vocab_size 299 vs 259") in message, message
+
+
+def test_a_padded_draft_embedding_is_accepted_and_fitted(own):
+    target, _, root = own
+    padded = save_model(root / "padded", 3, 1, byte_tokenizer(), vocab=272)  # embedding padded past the tokenizer
+    t, d, _ = pairs.load_pair(f"{target}+hf:{padded}", device="cpu")
+    assert d.get_output_embeddings().weight.shape[0] == t.config.vocab_size == 259
+    ids = torch.tensor([[1, 40, 41, 42]])
+    assert d(ids).logits.shape[-1] == 259
+    small = targets.fit_vocab(tiny_llama(4, layers=1, vocab=250), 259)  # a target padded larger than the draft
+    logits = small(ids).logits[0, -1]  # [259]
+    assert logits.shape[-1] == 259 and logits[250:].max() < logits[:250].min()
+
+
+def test_missing_folders_and_hub_ids_are_refused_in_one_line(own, tmp_path, monkeypatch, no_weights):
+    target, draft, _ = own
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cases = [(f"{tmp_path}/nothing+hf:{draft}", "target '.*nothing': no such folder"),
+             (f"{target}+hf:{tmp_path}/nothing", "draft '.*nothing': no such folder"),
+             (f"nobody/no-such-model+hf:{draft}", "`huggingface-cli download nobody/no-such-model`"),
+             (f"{target}+hf:nobody/no-draft", "`huggingface-cli download nobody/no-draft`"),
+             (f"{target}+eagle:{tmp_path}/no-head", "EAGLE head '.*no-head': no such folder"),
+             (f"{target}+eagle:{draft.parent}", "EAGLE head .* is not a model folder: it has no config.json")]
+    for name, message in cases:
+        with pytest.raises(SpectreeError, match=message) as err:
+            pairs.check_pair_name(name)
+        assert "\n" not in str(err.value) and str(err.value).startswith(f"pair '{name}': ")
+    empty = tmp_path / "no-weights"
+    empty.mkdir()
+    (empty / "config.json").write_text((target / "config.json").read_text())
+    with pytest.raises(SpectreeError, match="has no weights: expected one of model.safetensors"):
+        pairs.check_pair_name(f"{empty}+layerskip:1")
+    with pytest.raises(SpectreeError, match="EAGLE head .* has no weights"):
+        pairs.check_pair_name(f"{target}+eagle:{empty}")
+
+
+def test_presets_resolve_and_may_not_shadow_a_builtin_pair(own, tmp_path, monkeypatch, no_weights):
+    target, draft, _ = own
+    (tmp_path / "params").mkdir()
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    (tmp_path / "params/pairs.yaml").write_text(f"mine+tiny:\n  target: {target}\n  draft: hf:{draft}\n")
+    assert pairs.check_pair_name("mine+tiny") == pairs.PairSpec(str(target), f"hf:{draft}")
+    (tmp_path / "params/pairs.yaml").write_text("smollm2-edd:\n  target: x/y\n  draft: hf:x/z\n")
+    with pytest.raises(SpectreeError, match="preset 'smollm2-edd' has the name of a built-in pair"):
+        pairs.check_pair_name("smollm2-edd")
+
+
+def test_shipped_presets_name_hub_pairs():
+    from spectree.core.paths import home
+
+    import yaml
+
+    shipped = yaml.safe_load((home() / "params/pairs.yaml").read_text())
+    assert shipped["llama3-8b+1b"] == {"target": "meta-llama/Llama-3.1-8B-Instruct",
+                                       "draft": "hf:meta-llama/Llama-3.2-1B-Instruct"}
+    assert shipped["vicuna-7b+eagle"]["draft"] == "eagle:yuhuili/EAGLE-Vicuna-7B-v1.3"
+    assert not set(shipped) & set(pairs.PAIRS)
+
+
+def test_cli_refuses_a_bad_dtype_and_device_in_one_line(own, capsys, monkeypatch, no_weights):
+    from helpers import refuse
+
+    target, draft, _ = own
+    assert "--dtype: invalid choice: 'fp8'" in refuse(["bench", "--pair", f"{target}+hf:{draft}", "--dtype", "fp8"],
+                                                      capsys)
+    assert "--device: bad device 'gpu0'" in refuse(["lossless", "--device", "gpu0"], capsys)
+    other = save_model(own[2] / "cli-other", 2, 1, byte_tokenizer(shift=3))
+    capsys.readouterr()  # save_pretrained's progress bar
+    assert "does not share the tokenizer" in refuse(["log", "--pair", f"{target}+hf:{other}"], capsys)

@@ -7,8 +7,8 @@ import pytest
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "spectree"
 # lowest first; a module may import its own sub-package and the layers below it, never a layer above or beside it
-RANK = {"core": 0, "prompts": 1, "strategies": 2, "drafts": 2, "replay": 3, "analysis": 4, "speed": 5,
-        "reports": 6, "cli": 7, "__init__": 7, "__main__": 8}
+RANK = {"core": 0, "prompt_files": 1, "prompts": 2, "strategies": 3, "drafts": 3, "replay": 4, "analysis": 5,
+        "speed": 6, "reports": 7, "cli": 8, "__init__": 8, "__main__": 9}
 
 
 def layer_of(module: str) -> str:

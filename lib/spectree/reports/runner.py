@@ -1,9 +1,9 @@
 """Runs the workbook's notebooks with papermill for a profile, exports one HTML report per notebook and
 writes figures/index.html and figures/RESULTS.md (the default profile also the repository's RESULTS.md;
 `reports.results`). A notebook is skipped when its inputs (`run_inputs`: notebook, profile parameters, the
-library's source, the shipped drafts, package versions) are those its last successful run recorded in
-figures/<notebook>/.inputs.json; otherwise it reruns, saying which inputs changed; `--force` reruns it anyway.
-Called by run_all.sh.
+library's source, the shipped drafts, package versions, the content of prompt files its parameters name) are
+those its last successful run recorded in figures/<notebook>/.inputs.json; otherwise it reruns, saying which
+inputs changed; `--force` reruns it anyway. Called by run_all.sh.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from spectree.reports.results import (EARLIER, claims_of, headline, load_summary
 PROFILES = ("quick", "default", "paper")
 INPUTS = ".inputs.json"  # figures/<notebook>/.inputs.json: the manifest of its last successful run
 PACKAGES = ("torch", "transformers", "numpy")  # the packages whose versions can change a notebook's numbers
+PROMPT_PARAMS = ("prompts", "dataset")  # notebook parameters that hold a prompt spec (`dataset` with `n_prompts`)
 
 
 def profile_params(profile: str) -> dict[str, dict]:
@@ -40,9 +41,21 @@ def run_inputs(notebook: Path, profile: str, params: dict) -> dict:
     Logbooks, cost models and classifiers are not listed: each keeps its own manifest and is rebuilt or refused
     by the run itself."""
     drafts = sorted(p for pattern in ("*.safetensors", "*.vocab.npy") for p in (data_dir() / "drafts").glob(pattern))
-    return {"notebook": file_digest(notebook), "profile": profile, "params": params,
-            "library": file_digest(*sorted((home() / "lib" / "spectree").rglob("*.py"))),
-            "drafts": file_digest(*drafts), "packages": {name: _version(name) for name in PACKAGES}}
+    inputs = {"notebook": file_digest(notebook), "profile": profile, "params": params,
+              "library": file_digest(*sorted((home() / "lib" / "spectree").rglob("*.py"))),
+              "drafts": file_digest(*drafts), "packages": {name: _version(name) for name in PACKAGES}}
+    files = prompt_file_inputs(params)
+    return {**inputs, "prompt_files": files} if files else inputs
+
+
+def prompt_file_inputs(params: dict) -> dict[str, str]:
+    """{parameter: `prompts.prompt_set_identity`} for the prompt-spec parameters (PROMPT_PARAMS) that name prompt
+    files, whose content the run depends on beyond the spec; {} when none does (so runs on built-in sets keep the
+    manifests they had). Paths are read as the notebook reads them, from the repository root."""
+    from spectree.prompts import prompt_set_identity
+
+    return {k: prompt_set_identity(v, root=home()) for k, v in params.items()
+            if k in PROMPT_PARAMS and isinstance(v, str) and "jsonl:" in v}
 
 
 def _version(package: str) -> str:

@@ -80,6 +80,23 @@ def per_prompt(runs: list[Run]) -> pd.DataFrame:
                                   "wasted_per_token"]]
 
 
+def by_category(runs: list[Run]) -> pd.DataFrame:
+    """One row per (prompt category, method), categories in prompt order and HF generate first within each:
+    the prompts, tokens/s, speedup over HF generate on the same category's prompts, and τ (pooled as
+    `speed_table` pools them). MT-bench files give their eight categories, HumanEval 'code', a prompt file
+    without categories its stem."""
+    cols = ["category", "method", "prompts", "tokens_per_s", "speedup", "tau"]
+    frames = []
+    for category in dict.fromkeys(r.category for r in runs):
+        subset = [r for r in runs if r.category == category]
+        if not any(r.strategy == HF for r in subset):
+            continue  # no reference on these prompts: no speedup to state
+        table = speed_table(subset).sort_values("strategy", key=lambda s: s != HF, kind="stable")  # HF first
+        prompts = len({r.prompt for r in subset})
+        frames.append(table.assign(category=category, prompts=prompts)[cols])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+
+
 def gunjur_table(table: pd.DataFrame) -> pd.DataFrame:
     """Gunjur et al.'s Fig. 2 table: % time saved against plain decoding, and tokens/s (empty without the
     plain-decoding row)."""
@@ -183,5 +200,5 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
     return out
 
 
-__all__ = ["speed_strategies", "sampling_safe", "speed_table", "per_prompt", "gunjur_table", "dyspec_layout",
+__all__ = ["speed_strategies", "sampling_safe", "speed_table", "per_prompt", "by_category", "gunjur_table", "dyspec_layout",
            "speed_claims"]

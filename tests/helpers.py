@@ -1,11 +1,13 @@
 """Small builders shared by the tests."""
 from __future__ import annotations
 
+import json
 import os
 from typing import Callable, Optional
 
 import numpy as np
 import torch
+from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from spectree.core.policy import Growth, NodeTable, Rows, grow
@@ -142,3 +144,47 @@ def refuse(argv, capsys, root=None) -> str:
     if root:
         assert files(root) == before
     return err
+
+
+# --- EAGLE heads in EAGLE's checkpoint format (tests/drafts) -----------------------------------------------------
+
+def eagle_config(target, **over) -> dict:
+    """A head config.json as EAGLE ships one (a Llama config with one layer)."""
+    c = target.config
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "bias": True,
+           "hidden_size": c.hidden_size, "intermediate_size": 48, "num_attention_heads": c.num_attention_heads,
+           "num_key_value_heads": c.num_key_value_heads, "num_hidden_layers": 1, "rms_norm_eps": 1e-6,
+           "max_position_embeddings": 2048, "rope_theta": 10000.0, "vocab_size": c.vocab_size,
+           "tie_word_embeddings": False, "torch_dtype": "float16", "transformers_version": "4.28.1"}
+    return {**cfg, **over}
+
+
+def eagle_weights(target, seed: int = 0, inter: int = 48, embed: bool = False) -> dict[str, torch.Tensor]:
+    """Random head tensors under EAGLE's names (layer 0 has no input_layernorm)."""
+    g = torch.Generator().manual_seed(seed)
+    c = target.config
+    H, d = c.hidden_size, c.hidden_size // c.num_attention_heads
+    kv = c.num_key_value_heads * d
+
+    def w(*shape, scale=None):  # unit-scale activations: std 1/sqrt(fan-in)
+        return torch.randn(*shape, generator=g) * (scale if scale is not None else shape[-1] ** -0.5)
+
+    out = {"fc.weight": w(H, 2 * H), "fc.bias": w(H, scale=0.1),
+           "layers.0.self_attn.q_proj.weight": w(H, H), "layers.0.self_attn.k_proj.weight": w(kv, H),
+           "layers.0.self_attn.v_proj.weight": w(kv, H), "layers.0.self_attn.o_proj.weight": w(H, H),
+           "layers.0.mlp.gate_proj.weight": w(inter, H), "layers.0.mlp.up_proj.weight": w(inter, H),
+           "layers.0.mlp.down_proj.weight": w(H, inter),
+           "layers.0.post_attention_layernorm.weight": 1 + w(H, scale=0.1)}
+    if embed:
+        out["embed_tokens.weight"] = target.get_input_embeddings().weight.detach().clone()
+    return out
+
+
+def write_head(folder, config: dict, weights: dict, fmt: str = "safetensors"):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    if fmt == "safetensors":
+        save_file({k: v.contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"))
+    else:
+        torch.save(weights, folder / "pytorch_model.bin")
+    return folder

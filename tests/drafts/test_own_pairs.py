@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import tiny_llama
+from helpers import eagle_config, eagle_weights, tiny_llama, write_head
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
@@ -206,3 +206,24 @@ def test_cli_refuses_a_bad_dtype_and_device_in_one_line(own, capsys, monkeypatch
     other = save_model(own[2] / "cli-other", 2, 1, byte_tokenizer(shift=3))
     capsys.readouterr()  # save_pretrained's progress bar
     assert "does not share the tokenizer" in refuse(["log", "--pair", f"{target}+hf:{other}"], capsys)
+
+
+def test_own_target_with_an_eagle_head_checks_loads_and_decodes_losslessly(own, tmp_path):
+    """`TARGET_DIR+eagle:HEAD_DIR`: the head in EAGLE's format beside a folder target, through the pair machinery."""
+    from spectree.drafts.eagle import EagleDrafter
+
+    target_dir = own[0]
+    target, _, tok = pairs.load_pair(f"{target_dir}+hf:{own[1]}", device="cpu")
+    head = write_head(tmp_path / "head", eagle_config(target), eagle_weights(target))
+    name = f"{target_dir}+eagle:{head}"
+    assert pairs.check_pair_name(name).draft == f"eagle:{head}"
+    target, drafter, tok = pairs.load_pair(name, device="cpu")
+    assert isinstance(drafter, EagleDrafter)
+    for prompt in PROMPTS:
+        ids = chat_ids(tok, prompt.text)
+        ref = target.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, eos_token_id=tok.eos_token_id,
+                              pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
+        ref = ref[:ref.index(tok.eos_token_id) + 1] if tok.eos_token_id in ref else ref
+        for spec in POLICIES:
+            out = speculative_generate(target, drafter, ids, parse_strategy(spec), 12, eos_ids=(tok.eos_token_id,))
+            assert out.tokens == ref, (spec, prompt.key)

@@ -149,7 +149,7 @@ def load_target(name: str = "smollm2-135m-instruct", device: Optional[str] = Non
 def _target_files(name: str) -> tuple[Path, Path, dict]:
     """A registered target's GGUF, the folder of its dequantised copy in the cache, and the GGUF's identity
     that copy's manifest (source.json) records."""
-    gguf_path = packaged_gguf_path(TARGETS[name])
+    gguf_path = packaged_gguf_path(TARGETS[name]).resolve()  # one identity whatever link reaches it (worktrees)
     stat = gguf_path.stat()
     source = {"gguf": str(gguf_path), "size": stat.st_size, "mtime": int(stat.st_mtime)}
     return gguf_path, cache_dir() / "models" / name, source

@@ -95,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--hf-assisted", action="store_true",
                    help="also time HF assisted generation with the pair's standalone draft (VDM, layer-skip)")
+    b.add_argument("--hf-prompt-lookup", type=_whole(0), default=0, metavar="N",
+                   help="also time HF prompt lookup decoding with N candidate tokens (needs no draft; 0: not)")
     ll = sub.add_parser("lossless", help="greedy exact match (lengths too) against HF generate")
     _common(ll, "mtbench:50+humaneval:50", 64)
     ll.add_argument("--strategies", nargs="+", default=DEFAULT_STRATEGIES)
@@ -191,7 +193,7 @@ def cmd_bench(args) -> int:
     models = load_pair(args.pair, packed=wants_packed(args.kernels), **_placed(args))
     policies = _calibrated(policies, args.pair, models)
     runs = run_strategies(models, prompts, policies, args.max_new_tokens, sampling, args.seed,
-                          hf_assisted=args.hf_assisted, skipped=skipped)
+                          hf_assisted=args.hf_assisted, skipped=skipped, hf_lookup=args.hf_prompt_lookup)
     table = summarize_runs(runs)  # no `exact` column for sampled runs (`Run.sampled`)
     print(f"pair={args.pair} prompts={args.prompts} ({len(prompts)}) max_new_tokens={args.max_new_tokens} "
           f"temperature={args.temperature} top_p={args.top_p} dtype={str(models[0].dtype).removeprefix('torch.')} "
@@ -260,8 +262,11 @@ def cmd_replay(args) -> int:
         from spectree.speed.costmodel import cached_cost_model
         from spectree.speed.costmodel import calibrate
 
+        from spectree.core.manifest import inside, read_manifest
+
         pair = json.loads((args.logbook / "config.json").read_text())["pair"]
-        policies = calibrate(policies, lambda: cached_cost_model(pair, measure=False)[0])
+        placed = {k: v for k, v in (read_manifest(inside(args.logbook)) or {}).items() if k in ("dtype", "device")}
+        policies = calibrate(policies, lambda: cached_cost_model(pair, measure=False, **placed)[0])
     t0 = time.perf_counter()
     forest = Forest.of(logbook)
     print(f"{forest.n_trees} logged trees ({len(logbook)} prompts), node table built in "

@@ -1,7 +1,11 @@
 """A pair of the user's own: two tiny random Llamas saved with `save_pretrained` into folders, sharing a byte-level
 tokenizer, named 'TARGET_DIR+hf:DRAFT_DIR'. It checks, loads, decodes losslessly and benches like a shipped pair;
-a bad pair (another tokenizer, a missing folder or hub id, a bad dtype) is refused before any weights load."""
+a bad pair (another tokenizer, a missing folder or hub id, a bad dtype) is refused before any weights load. Its
+caches (logbooks, cost models) are named by the pair's tag and keyed by the identity of its weights."""
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -73,7 +77,8 @@ def test_own_folders_name_a_pair(own, no_weights):
     target, draft, _ = own
     spec = pairs.check_pair_name(f"{target}+hf:{draft}")
     assert spec == pairs.PairSpec(str(target), f"hf:{draft}")
-    assert pairs.parse_draft(spec.draft).checkpoint is None and pairs.draft_digest(f"{target}+hf:{draft}") is None
+    assert pairs.parse_draft(spec.draft).checkpoint is None
+    assert pairs.draft_digest(f"{target}+hf:{draft}") == targets.model_identity(str(draft))  # its files' digest
 
 
 @pytest.mark.parametrize("twin", [False, True], ids=["random-draft", "twin-draft"])
@@ -227,3 +232,87 @@ def test_own_target_with_an_eagle_head_checks_loads_and_decodes_losslessly(own, 
         for spec in POLICIES:
             out = speculative_generate(target, drafter, ids, parse_strategy(spec), 12, eos_ids=(tok.eos_token_id,))
             assert out.tokens == ref, (spec, prompt.key)
+
+
+# --- caches keyed by the pair's tag and identity; log + replay; HF prompt lookup ---------------------------------
+
+def test_pair_tags_keep_shipped_names_and_make_folder_pairs_file_names(own):
+    target, draft, _ = own
+    for shipped in (*pairs.PAIRS, "tiny", "smollm2-edd-packed"):
+        assert pairs.pair_tag(shipped) == shipped  # existing cache names unchanged
+    name = f"{target}+hf:{draft}"
+    tag = pairs.pair_tag(name)
+    assert tag.startswith("target+hf-draft-") and "/" not in tag and ":" not in tag and tag == pairs.pair_tag(name)
+    assert pairs.pair_tag(f"{target}+hf:{target}") != tag != pairs.pair_tag("org/target+hf:org/draft")
+    assert pairs.pair_tag("meta-llama/Llama-3.1-8B-Instruct+eagle:yuhuili/EAGLE-LLaMA3-Instruct-8B").startswith(
+        "Llama-3.1-8B-Instruct+eagle-EAGLE-LLaMA3-Instruct-8B-")
+
+
+def test_own_weights_have_an_identity_that_changes_when_retrained(own, tmp_path):
+    from spectree.replay.logbook import LogConfig, logbook_manifest
+    from spectree.speed.costmodel import cost_key, cost_manifest
+
+    target, draft, _ = own
+    copy = save_model(tmp_path / "draft", 1, 1, byte_tokenizer())
+    name = f"{target}+hf:{copy}"
+    first = pairs.pair_identity(name)
+    assert set(first) == {"target", "draft"} and first["target"] == targets.model_identity(str(target))
+    assert pairs.pair_identity("smollm2-edd") == {} and pairs.target_digest("smollm2-edd") is None
+    assert cost_manifest("tiny").keys() == {"machine", "pair", "prefix", "sizes", "timed_path"}  # as before
+    manifest = logbook_manifest(PROMPTS, LogConfig(pair=name), torch.bfloat16, "cpu")
+    assert (manifest["target"], manifest["draft"], manifest["dtype"]) == (first["target"], first["draft"], "bfloat16")
+    assert "device" not in manifest and logbook_manifest(PROMPTS, LogConfig(pair=name), device="meta")["device"]
+    save_model(copy, 5, 1, byte_tokenizer())  # retrained at the same path
+    assert pairs.pair_identity(name) == {**first, "draft": pairs.pair_identity(name)["draft"]} != first
+    assert cost_manifest(name)["draft"] != first["draft"]
+    assert cost_key("smollm2-edd", packed=True) == "smollm2-edd-packed"  # a shipped pair's cost file keeps its name
+    assert cost_key(name, dtype=torch.bfloat16, device="cuda") == f"{pairs.pair_tag(name)}-bfloat16-cuda"
+    assert cost_manifest(name, dtype=torch.float16)["dtype"] == "float16"
+
+
+def test_log_and_replay_on_a_folder_pair(own, loaded, tmp_path, monkeypatch, capsys):
+    """`log --pair TARGET_DIR+hf:DRAFT_DIR` writes its logbook under the pair's tag; `replay` on it gives the τ of
+    live greedy decoding."""
+    from spectree.cli import main
+    from spectree.core.paths import cache_dir
+    from spectree.replay.logbook import read_logbook
+    from spectree.replay.replay import replay
+
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    target_dir, draft_dir, _ = own
+    prompts = tmp_path / "mine.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": p.text, "category": p.category}) + "\n" for p in PROMPTS))
+    name, spec = f"{target_dir}+hf:{draft_dir}", "chain:k=3"
+    assert main(["log", "--pair", name, "--prompts", f"jsonl:{prompts}", "--max-new-tokens", "10", "--K", "3",
+                 "--d-max", "3", "--beam", "6", "--b-env", "1", "--d-env", "1", "--device", "cpu"]) == 0
+    logdir = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert logdir.parent == cache_dir() / "logbooks" and logdir.name.startswith(pairs.pair_tag(name) + "-")
+    recorded = json.loads((logdir / "manifest.json").read_text())
+    assert recorded["draft"] == pairs.draft_digest(name) and recorded["target"] == pairs.target_digest(name)
+    out = tmp_path / "replay.json"
+    assert main(["replay", str(logdir), "--strategies", spec, "--json", str(out)]) == 0
+    target, draft, tok = loaded
+    policy, live_taus = parse_strategy(spec), []
+    for lp in read_logbook(logdir):
+        live = speculative_generate(target, draft, chat_ids(tok, lp.prompt.text), policy, 10,
+                                    eos_ids=(tok.eos_token_id,))
+        assert replay([lp], policy).tau.tolist() == [s.tau for s in live.steps]
+        live_taus += [s.tau for s in live.steps]
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["strategy"] == spec and row["tau"] == pytest.approx(sum(live_taus) / len(live_taus))
+
+
+def test_hf_prompt_lookup_is_a_reference_row(own, loaded, tmp_path):
+    from spectree.cli import main
+    from spectree.speed.bench import HF, HF_LOOKUP, run_strategies, summarize_runs
+
+    runs = run_strategies(loaded, PROMPTS, {"chain:k=3": parse_strategy("chain:k=3")}, 8, warmup=False, hf_lookup=3)
+    outputs = {(r.strategy, r.prompt): r.tokens for r in runs}
+    assert all(outputs[HF_LOOKUP, p.key] == outputs[HF, p.key] for p in PROMPTS)
+    prompts, out = tmp_path / "p.jsonl", tmp_path / "bench.json"
+    prompts.write_text(json.dumps({"prompt": PROMPTS[0].text}) + "\n")
+    assert main(["bench", "--pair", f"{own[0]}+hf:{own[1]}", "--prompts", f"jsonl:{prompts}", "--max-new-tokens", "6",
+                 "--strategies", "chain:k=2", "--kernels", "stock", "--device", "cpu", "--hf-prompt-lookup", "2",
+                 "--json", str(out)]) == 0
+    rows = {r["strategy"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows[HF_LOOKUP]["exact"] == 1.0 and summarize_runs(runs).set_index("strategy").loc[HF_LOOKUP, "exact"] == 1.0

@@ -137,13 +137,17 @@ def token_table(pair: str, prompts: str, max_new_tokens: int, temperature: float
 def c2t_classifier_confidence(tokens: pd.DataFrame, pair: str, folder: Optional[Path] = None
                               ) -> tuple[Optional[np.ndarray], str]:
     """C2T's classifier output F(P, H, d) for every row of a token table, from the shipped
-    data/c2t/<pair>.safetensors, else the newest data/c2t/<pair>-*.safetensors (else any classifier there).
-    Returns (confidences or None, the classifier's name or why there is none)."""
+    data/c2t/<tag>.safetensors, else the newest data/c2t/<tag>-*.safetensors (`tag`: `pairs.pair_tag`), else,
+    for a pair of shipped models only, any classifier there (one of another pair's is never taken for the user's
+    own models). Returns (confidences or None, the classifier's name or why there is none)."""
+    from spectree.drafts.pairs import pair_identity, pair_tag
     from spectree.strategies.c2t import FEATURES, load_classifier
 
-    folder = folder or artifact_path("c2t", pair).parent
-    shipped = folder / f"{pair}.safetensors"
-    files = sorted(folder.glob(f"{pair}-*.safetensors")) or sorted(folder.glob("*.safetensors"))
+    tag = pair_tag(pair)
+    folder = folder or artifact_path("c2t", tag).parent
+    shipped = folder / f"{tag}.safetensors"
+    files = sorted(folder.glob(f"{tag}-*.safetensors")) or (
+        [] if pair_identity(pair) else sorted(folder.glob("*.safetensors")))
     if not shipped.exists() and not files:
         return None, f"no C2T classifier in {folder} (notebook 02_tree_strategies trains one)"
     path = shipped if shipped.exists() else max(files, key=lambda f: f.stat().st_mtime)

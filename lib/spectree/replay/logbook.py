@@ -136,7 +136,11 @@ def read_logged_prompt(path: Path) -> LoggedPrompt:
 
 
 def logbook_dir(cfg: LogConfig, name: str) -> Path:
-    return cache_dir() / "logbooks" / f"{cfg.pair}-{name}-{cfg.key()}"
+    """data/cache/logbooks/<pair tag>-<name>-<config key>: the pair as `pairs.pair_tag` writes it in file names
+    (a shipped pair's own name; a folder or hub pair's slug and digest)."""
+    from spectree.drafts.pairs import pair_tag
+
+    return cache_dir() / "logbooks" / f"{pair_tag(cfg.pair)}-{name}-{cfg.key()}"
 
 
 def logbook_tag(prompts: str) -> str:
@@ -149,15 +153,22 @@ def logbook_tag(prompts: str) -> str:
     return "".join(prompt_set_identity(prompts).split()).replace(":", "").replace("+", "_")
 
 
-def logbook_manifest(prompts: list[Prompt], cfg: LogConfig, dtype=None) -> dict:
+def logbook_manifest(prompts: list[Prompt], cfg: LogConfig, dtype=None, device=None) -> dict:
     """What a logbook is made from: its LogConfig, the logbook format, the prompts (keys, and a digest of their
-    texts), a digest of the draft's checkpoint (`pairs.draft_digest`; the folder name holds only the pair's) and
-    the pair's precision when it is not float32 (the logbooks made before it was a choice are float32)."""
-    from spectree.drafts.pairs import draft_digest
+    texts), the draft's identity (`pairs.draft_digest`; the folder name holds only the pair's), a folder or hub
+    target's identity (`pairs.target_digest`), and the pair's precision and device where they are not float32 on
+    the CPU (the logbooks made before they were a choice are), so retrained weights or another precision or device
+    at the same names are logged again."""
+    from spectree.drafts.pairs import draft_digest, target_digest
+    from spectree.drafts.targets import resolve_device
 
-    precision = {} if dtype in (None, torch.float32) else {"dtype": str(dtype).removeprefix("torch.")}
+    kind = torch.device(resolve_device(device)).type  # None / 'auto': where load_pair puts the pair
+    placed = {**({} if dtype in (None, torch.float32) else {"dtype": str(dtype).removeprefix("torch.")}),
+              **({} if kind == "cpu" else {"device": kind})}
+    target = target_digest(cfg.pair)
     return {**asdict(cfg), "format": LOG_FORMAT, "prompts": [p.key for p in prompts],
-            "texts": digest([p.text for p in prompts]), "draft": draft_digest(cfg.pair), **precision}
+            "texts": digest([p.text for p in prompts]), "draft": draft_digest(cfg.pair),
+            **({} if target is None else {"target": target}), **placed}
 
 
 def _legacy_manifest(out: Path, wanted: dict) -> Optional[dict]:
@@ -181,12 +192,13 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
     its files are removed and it is logged again. `dtype`, `device`: how `load_pair` loads the pair (with
     `models`, theirs)."""
     from spectree.drafts.pairs import check_pair_prompts, load_pair
-    from spectree.drafts.targets import resolve_dtype
+    from spectree.drafts.targets import resolve_device, resolve_dtype
 
     check_pair_prompts(cfg.pair, prompts, cfg.max_new_tokens, cfg.d_max, models)
     out = Path(out) if out else logbook_dir(cfg, check_name(name, "logbook"))
     dtype = models[0].dtype if models else resolve_dtype(dtype, device)
-    wanted = logbook_manifest(prompts, cfg, dtype)
+    placed = models[0].device if models else resolve_device(device)
+    wanted = logbook_manifest(prompts, cfg, dtype, placed)
     legacy = None if inside(out).exists() else _legacy_manifest(out, wanted)
     if rebuild:
         resume_or_restart(inside(out), wanted, lambda: _clear(out), legacy)

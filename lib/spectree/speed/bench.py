@@ -28,18 +28,22 @@ from spectree.prompts import Prompt, chat_ids, check_prompts
 
 HF = "hf-generate"
 HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
+HF_LOOKUP = "hf-prompt-lookup"  # HF prompt lookup decoding (prompt_lookup_num_tokens): n-grams of the prompt, no draft
 HF_PACKED = "hf-generate-packed"  # HF generate on the prepacked kernels our decoder uses (kernels.py)
 
 
 @torch.inference_mode()
 def hf_generate(target, ids: list[int], max_new_tokens: int, sampling: Sampling, eos_id: int,
-                seed: int = 0, assistant=None) -> list[int]:
+                seed: int = 0, assistant=None, lookup: int = 0) -> list[int]:
     """The reference: HF `generate` on the target alone (greedy, or sampling with the same T / top-p);
-    with `assistant`, HF's own assisted (speculative) generation."""
+    with `assistant`, HF's own assisted (speculative) generation; with `lookup` > 0, HF's prompt lookup decoding
+    (candidates of `lookup` tokens copied from matching n-grams of the prompt and output so far)."""
     kwargs = {"do_sample": False} if sampling.greedy else {
         "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
     if assistant is not None:
         kwargs["assistant_model"] = assistant
+    if lookup > 0:
+        kwargs["prompt_lookup_num_tokens"] = lookup
     ids = check_prompt(target.config, ids, max_new_tokens)
     torch.manual_seed(seed)
     out = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens,
@@ -79,9 +83,10 @@ def labelled(policies: Policies) -> dict[str, Policy]:
 def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_tokens: int,
                    sampling: Sampling = Sampling(), seed: int = 0, warmup: bool = True,
                    hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None,
-                   hf_packed: Optional[bool] = None) -> list[Run]:
+                   hf_packed: Optional[bool] = None, hf_lookup: int = 0) -> list[Run]:
     """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
-    standalone draft) and each policy; one `Run` per (prompt, method), named by the policy's label. With packed
+    standalone draft, and HF prompt lookup decoding with `hf_lookup` candidate tokens: reference rows) and each
+    policy; one `Run` per (prompt, method), named by the policy's label. With packed
     models, `hf_packed` (default: yes) also times HF `generate` on the packed kernels. A policy whose trees
     outgrow `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped` (before decoding when
     its setting alone does, `Policy.oversized`). Every prompt is checked against the target first (`check_prompt`:
@@ -139,6 +144,10 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
             t0 = time.perf_counter()
             out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed, assistant)
             runs.append(Run(HF_ASSISTED, prompt.key, prompt.category, out, time.perf_counter() - t0, 0, 0, 0, 0.0, 0.0))
+        if hf_lookup > 0:
+            t0 = time.perf_counter()
+            out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed, lookup=hf_lookup)
+            runs.append(Run(HF_LOOKUP, prompt.key, prompt.category, out, time.perf_counter() - t0, 0, 0, 0, 0.0, 0.0))
         for name in list(policies):
             g = decode(name, ids, max_new_tokens)
             if g is None:

@@ -2,7 +2,9 @@
 per machine, and the hardware-aware choice of a tree size. PCT's s_d/s_t comes from here.
 
 A cached cost model is an internal cache keyed by what it was measured from (`cost_manifest`: pair, machine,
-timed-path version, sizes, prefix), so one made from anything else is measured again, not refused.
+timed-path version, sizes, prefix; the precision and device where they are not float32 on the CPU; the identity
+of a folder or hub target and of an `hf:` / `eagle:` draft), so one made from anything else is measured again, not
+refused. Its file is named by `cost_key` (the pair as `pairs.pair_tag` writes it, then packed / dtype / device).
 """
 from __future__ import annotations
 
@@ -104,16 +106,38 @@ def machine_id() -> str:
 TIMED_PATH = 2  # bump when the timed forward path changes (2: slab cache, copy-free grouped attention)
 
 
-def cache_path(pair: str, machine: Optional[str] = None) -> Path:
+def _placed(dtype=None, device=None) -> dict:
+    """The precision and device a cost model was timed in, where they are not float32 on the CPU (all that was
+    timed before they were a choice): {'dtype': 'bfloat16', 'device': 'cuda'}. None: float32, cpu."""
+    kind, name = torch.device(device).type if device is not None else "cpu", str(dtype).removeprefix("torch.")
+    return {**({} if dtype is None or name == "float32" else {"dtype": name}),
+            **({} if kind == "cpu" else {"device": kind})}
+
+
+def cost_key(pair: str, packed: bool = False, dtype=None, device=None) -> str:
+    """The cost model's name in file names: the pair's tag (`pairs.pair_tag`: a shipped pair's own name), then
+    '-packed' for prepacked kernels and the precision and device where they are not float32 on the CPU."""
+    from spectree.drafts.pairs import pair_tag
+
+    return "-".join([pair_tag(pair), *(["packed"] if packed else []), *_placed(dtype, device).values()])
+
+
+def cache_path(pair: str, machine: Optional[str] = None, packed: bool = False, dtype=None, device=None) -> Path:
     """Where the cost model of `pair` on `machine` (default: this one; a glob pattern also does) is cached."""
-    return cache_dir() / "costmodel" / f"{pair}-v{TIMED_PATH}-{machine or machine_id()}.json"
+    key = cost_key(pair, packed, dtype, device)
+    return cache_dir() / "costmodel" / f"{key}-v{TIMED_PATH}-{machine or machine_id()}.json"
 
 
-def cost_manifest(pair: str, machine: Optional[str] = None, sizes=SIZES, prefix: int = PREFIX) -> dict:
-    """What a cached cost model is measured from. The draft's weights are not in it: a forward's time depends
-    on the draft's shape, which the pair name fixes (its reduced head, '-packed' kernels) with the draft kind."""
-    return {"pair": pair, "machine": machine or machine_id(), "timed_path": TIMED_PATH, "sizes": list(sizes),
-            "prefix": prefix}
+def cost_manifest(pair: str, machine: Optional[str] = None, sizes=SIZES, prefix: int = PREFIX, packed: bool = False,
+                  dtype=None, device=None) -> dict:
+    """What a cached cost model is measured from. A trained draft's weights are not in it: a forward's time depends
+    on the draft's shape, which the pair name fixes (its reduced head, '-packed' kernels) with the draft kind; the
+    user's own models (folders, hub ids) are recorded by their identity (`pairs.pair_identity`), as any other
+    weights may have another shape under the same path."""
+    from spectree.drafts.pairs import pair_identity
+
+    return {"pair": f"{pair}-packed" if packed else pair, "machine": machine or machine_id(), "timed_path": TIMED_PATH,
+            "sizes": list(sizes), "prefix": prefix, **_placed(dtype, device), **pair_identity(pair)}
 
 
 def read_cached(path: Path) -> Optional[CostModel]:
@@ -124,18 +148,21 @@ def read_cached(path: Path) -> Optional[CostModel]:
     return model if model.plausible else None
 
 
-def load_or_measure(pair: str, target, draft_model, sizes=SIZES, prefix: int = PREFIX, repeats: int = 5) -> CostModel:
-    """The cached cost model of this pair on this machine, measured (a minute or so) if absent, implausible or
-    measured from anything else (`cost_manifest`)."""
-    path = cache_path(pair)
+def load_or_measure(pair: str, target, draft_model, sizes=SIZES, prefix: int = PREFIX, repeats: int = 5,
+                    packed: bool = False) -> CostModel:
+    """The cached cost model of this pair on this machine (in the target's dtype, on its device; `packed`: timed
+    on prepacked kernels), measured (a minute or so) if absent, implausible or measured from anything else
+    (`cost_manifest`)."""
+    placed = {"packed": packed, "dtype": target.dtype, "device": target.device}
+    path = cache_path(pair, **placed)
 
     def build() -> CostModel:
         model = measure(target, draft_model, sizes, prefix, repeats)
         atomic_write_text(path, json.dumps(asdict(model), indent=1))
         return model
 
-    return reuse_or_rebuild(beside(path), cost_manifest(pair, sizes=sizes, prefix=prefix), lambda: read_cached(path),
-                            build)
+    return reuse_or_rebuild(beside(path), cost_manifest(pair, sizes=sizes, prefix=prefix, **placed),
+                            lambda: read_cached(path), build)
 
 
 def pair_cost_model(pair: str, models: tuple) -> CostModel:
@@ -144,7 +171,7 @@ def pair_cost_model(pair: str, models: tuple) -> CostModel:
     from spectree.core.kernels import is_packed
 
     target, drafter, _ = models
-    return load_or_measure(f"{pair}-packed" if is_packed(target) else pair, target, draft_model(drafter))
+    return load_or_measure(pair, target, draft_model(drafter), packed=is_packed(target))
 
 
 def calibrate(policies: dict[str, Policy], cost: Callable[[], CostModel]) -> dict[str, Policy]:
@@ -156,19 +183,22 @@ def calibrate(policies: dict[str, Policy], cost: Callable[[], CostModel]) -> dic
     return {label: p.calibrate(ratio) for label, p in policies.items()}
 
 
-def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = None, measure: bool = True
-                      ) -> tuple[CostModel, str]:
-    """The pair's cost model on this machine (`load_or_measure`'s cache); where that is missing, one cached for
-    the pair on this host with another thread count (noted in the returned origin); else measured now (loads
-    the pair with `load_models`), or with `measure` False one clear error."""
+def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = None, measure: bool = True,
+                      dtype=None, device=None) -> tuple[CostModel, str]:
+    """The pair's cost model on this machine (`load_or_measure`'s cache, unpacked kernels, in `dtype` on
+    `device`: None float32, where `load_pair` puts the pair); where that is missing, one cached for the pair on
+    this host with another thread count (noted in the returned origin); else measured now (loads the pair with
+    `load_models`), or with `measure` False one clear error."""
+    from spectree.drafts.targets import resolve_device
 
-    exact = cache_path(pair)
+    placed = {"dtype": dtype, "device": resolve_device(device)}
+    exact = cache_path(pair, **placed)
     host = machine_id().rsplit("-", 1)[0]
-    others = sorted((p for p in exact.parent.glob(cache_path(pair, f"{host}-*").name)
+    others = sorted((p for p in exact.parent.glob(cache_path(pair, f"{host}-*", **placed).name)
                      if p != exact and not p.name.endswith(".manifest.json")), key=lambda p: p.stat().st_mtime)
     for path, note in [(exact, "")] + [(o, " (measured with other threads)") for o in reversed(others)]:
-        machine = path.stem.removeprefix(f"{pair}-v{TIMED_PATH}-")
-        cached = read_cached(path) if matches(beside(path), cost_manifest(pair, machine)) else None
+        machine = path.stem.removeprefix(f"{cost_key(pair, **placed)}-v{TIMED_PATH}-")
+        cached = read_cached(path) if matches(beside(path), cost_manifest(pair, machine, **placed)) else None
         if cached is not None:
             return cached, f"cached {path.stem}{note}"
     if not measure:
@@ -178,7 +208,7 @@ def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = No
         from spectree.drafts.pairs import load_pair
 
         def load_models():
-            return load_pair(pair)
+            return load_pair(pair, device=device, dtype=dtype or "float32")
     return pair_cost_model(pair, load_models()), "measured on this machine"
 
 

@@ -136,17 +136,34 @@ def token_table(pair: str, prompts: str, max_new_tokens: int, temperature: float
 
 def c2t_classifier_confidence(tokens: pd.DataFrame, pair: str, folder: Optional[Path] = None
                               ) -> tuple[Optional[np.ndarray], str]:
-    """C2T's classifier output F(P, H, d) for every row of a token table, from the shipped
-    data/c2t/<pair>.safetensors, else the newest data/c2t/<pair>-*.safetensors (else any classifier there).
-    Returns (confidences or None, the classifier's name or why there is none)."""
+    """C2T's classifier output F(P, H, d) for every row of a token table, from the classifier of `pair`: the
+    shipped data/c2t/<pair>.safetensors, else the newest data/c2t/<pair>-*.safetensors, else the newest whose card
+    names `pair` (02_tree_strategies writes it; a TARGET+DRAFT pair of folders names its classifiers so). A
+    classifier trained for another pair is never used. Returns (confidences or None, the classifier's name or why
+    there is none)."""
+    import json
+
+    from spectree.core.paths import check_name
     from spectree.strategies.c2t import FEATURES, load_classifier
 
-    folder = folder or artifact_path("c2t", pair).parent
-    shipped = folder / f"{pair}.safetensors"
-    files = sorted(folder.glob(f"{pair}-*.safetensors")) or sorted(folder.glob("*.safetensors"))
-    if not shipped.exists() and not files:
-        return None, f"no C2T classifier in {folder} (notebook 02_tree_strategies trains one)"
-    path = shipped if shipped.exists() else max(files, key=lambda f: f.stat().st_mtime)
+    folder = folder or artifact_path("c2t", "any").parent
+    try:
+        named = bool(check_name(pair, "classifier"))
+    except SpectreeError:  # a pair of folders cannot be part of a file name: found by its cards only
+        named = False
+    shipped = folder / f"{pair}.safetensors" if named else None
+    files = sorted(folder.glob(f"{pair}-*.safetensors")) if named else []
+
+    def card_pair(f: Path) -> Optional[str]:
+        try:
+            return json.loads(f.with_suffix(".json").read_text()).get("pair")
+        except (OSError, ValueError, AttributeError):
+            return None
+    files = files or [f for f in sorted(folder.glob("*.safetensors")) if card_pair(f) == pair]
+    if not (shipped and shipped.exists()) and not files:
+        return None, (f"no C2T classifier for pair {pair} in {folder} (notebook 02_tree_strategies trains one on "
+                      f"the pair's logbook)")
+    path = shipped if shipped and shipped.exists() else max(files, key=lambda f: f.stat().st_mtime)
     model = load_classifier(path)
     x = torch.tensor(tokens[[FEATURES[f] for f in model.features]].to_numpy(np.float32))
     with torch.no_grad():

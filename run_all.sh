@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Batch reproduction: every notebook through papermill with a profile's parameters, then an HTML report
 # per notebook, figures/index.html and figures/RESULTS.md (the default profile also writes ./RESULTS.md).
-# Usage: ./run_all.sh [--profile quick|default|paper] [--only NAME] [--force]
+# Usage: ./run_all.sh [--profile quick|default|paper] [--only NAME] [--force] [--pair PAIR] [--set [NOTEBOOK.]KEY=VALUE]
+# --pair runs every notebook on PAIR (a named pair, a preset of params/pairs.yaml or TARGET+DRAFT, docs/pairs.md);
+# a notebook that cannot apply to it says why in its summary.
 # Every notebook in notebooks/ is listed here, and only those (tests/reports/test_notebooks.py checks both ways).
 set -euo pipefail
 cd "$(dirname "$0")"

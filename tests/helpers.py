@@ -8,7 +8,8 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from spectree.core.policy import Growth, NodeTable, Rows, grow
 from spectree.core.tree import DraftTree, Nodes
@@ -31,11 +32,12 @@ def make_tree(parents: list[int], prefix_len: int = 10) -> DraftTree:
     return tree
 
 
-def tiny_llama(seed: int = 0, layers: int = 2, vocab: int = 97) -> LlamaForCausalLM:
-    """A random tiny Llama (sdpa attention) for fast shape / mask / bookkeeping tests."""
+def tiny_llama(seed: int = 0, layers: int = 2, vocab: int = 97, context: int = 256) -> LlamaForCausalLM:
+    """A random tiny Llama (sdpa attention) for fast shape / mask / bookkeeping tests; `context`: its
+    max_position_embeddings."""
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context)
     cfg._attn_implementation = "sdpa"
     return LlamaForCausalLM(cfg).eval()
 
@@ -188,3 +190,39 @@ def write_head(folder, config: dict, weights: dict, fmt: str = "safetensors"):
     else:
         torch.save(weights, folder / "pytorch_model.bin")
     return folder
+
+
+# --- a pair of the user's own: two tiny random Llamas in folders, sharing a byte-level tokenizer -------------------
+
+SPECIALS = ["<unk>", "<s>", "</s>"]  # ids 0, 1, 2: LlamaConfig's bos / eos defaults
+CHAT = ("{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>{% endfor %}"
+        "{% if add_generation_prompt %}<s>assistant\n{% endif %}")
+
+
+def byte_tokenizer(shift: int = 0, extra: int = 0) -> PreTrainedTokenizerFast:
+    """A byte-level tokenizer: 3 specials, the 256 byte symbols (rotated by `shift`: other ids for the same text),
+    then `extra` unused tokens; with a chat template."""
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    alphabet = alphabet[shift:] + alphabet[:shift]
+    vocab = {t: i for i, t in enumerate(SPECIALS + alphabet + [f"x{i}" for i in range(extra)])}
+    tk = Tokenizer(models.BPE(vocab, [], unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    tok.chat_template = CHAT
+    return tok
+
+
+def save_model(folder, seed: int, layers: int, tok: PreTrainedTokenizerFast, vocab: int = None, context: int = 256):
+    model = tiny_llama(seed, layers=layers, vocab=vocab or len(tok), context=context)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def own_pair_folders(root, seed: int = 0, context: int = 256):
+    """(target folder, draft folder) of a compatible pair under `root`: a 3-layer and a 1-layer random Llama
+    (`context`: their max_position_embeddings; byte-level prompts of the built-in sets need a few thousand)."""
+    tok = byte_tokenizer()
+    return (save_model(root / "target", seed, 3, tok, context=context),
+            save_model(root / "draft", seed + 1, 1, tok, context=context))

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import eagle_config, eagle_weights, tiny_llama, write_head
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+from helpers import byte_tokenizer, eagle_config, eagle_weights, save_model, tiny_llama, write_head
+from transformers import AutoModelForCausalLM
 
 from spectree.core.decode import speculative_generate
 from spectree.core.errors import SpectreeError
@@ -19,33 +18,9 @@ from spectree.drafts import pairs, targets
 from spectree.prompts import Prompt, chat_ids
 from spectree.strategies import parse_strategy
 
-SPECIALS = ["<unk>", "<s>", "</s>"]  # ids 0, 1, 2: LlamaConfig's bos / eos defaults
-CHAT = ("{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>{% endfor %}"
-        "{% if add_generation_prompt %}<s>assistant\n{% endif %}")
 PROMPTS = [Prompt("own", "0", "writing", "Write a haiku about trees."),
            Prompt("own", "1", "coding", "def f(x): return x * 2  # explain")]
 POLICIES = ["chain:k=3", "eagle2:K=3,d_max=3,N=6", "dyspec:m=4,K=3,d_max=3"]
-
-
-def byte_tokenizer(shift: int = 0, extra: int = 0) -> PreTrainedTokenizerFast:
-    """A byte-level tokenizer: 3 specials, the 256 byte symbols (rotated by `shift`: other ids for the same text),
-    then `extra` unused tokens; with a chat template."""
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    alphabet = alphabet[shift:] + alphabet[:shift]
-    vocab = {t: i for i, t in enumerate(SPECIALS + alphabet + [f"x{i}" for i in range(extra)])}
-    tk = Tokenizer(models.BPE(vocab, [], unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-    tok.chat_template = CHAT
-    return tok
-
-
-def save_model(folder, seed: int, layers: int, tok: PreTrainedTokenizerFast, vocab: int = None):
-    model = tiny_llama(seed, layers=layers, vocab=vocab or len(tok))
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")

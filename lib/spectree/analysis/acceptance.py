@@ -9,6 +9,7 @@ at i, τ = 1 + leading agreements among the first k, and the next step starts at
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -198,3 +199,62 @@ def draft_claims(reports: dict, edd: str, vdm: str, ablations: dict[str, str], b
                          _tau_versus(a, b, "τ(ablation) − τ(full EDD)") if a and b
                          else unscored(f"{pair} or {base} not scored")))
     return out
+
+
+# --- what notebook 01 scores for the pairs it is given (the shipped SmolLM2 drafts, or a pair of the user's) -------
+
+@dataclass
+class DraftPlan:
+    """What 01_train_drafts does for its `pairs`: the pairs it scores (agreement by draft position applies to any
+    pair), the training runs whose loss curves it draws, whether it trains a scratch draft, whether it judges the
+    EDD claims (about the workbook's own SmolLM2 drafts), the ablation rows that share a target with `pairs`, and
+    a note for everything left out and why."""
+
+    scored: list[str]
+    runs: list[str]
+    train: bool
+    edd_claims: bool
+    ablations: dict[str, str]
+    ablation_base: str
+    equal_budget: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+
+def draft_plan(pairs: list[str], ablations: dict[str, str], ablation_base: str, equal_budget: dict[str, str],
+               train_steps: int, edd: str = "smollm2-edd") -> DraftPlan:
+    """The `DraftPlan` of notebook 01. Ablation and equal-budget rows are drafts of the SmolLM2 target: kept only
+    when one of `pairs` has their target; the scratch training (`train_steps` > 0) distils a draft from the
+    SmolLM2 target, so it runs only when one of `pairs` has it; the EDD claims need the shipped `edd` pair."""
+    from spectree.drafts.pairs import TARGETS, _pair_parts, parse_draft
+    from spectree.reports import NEEDS
+
+    def target(name: str) -> str:
+        return _pair_parts(name)[0] if name else ""
+
+    targets, notes = {target(p) for p in pairs}, []
+    kept = {k: v for k, v in ablations.items() if target(v) in targets}
+    base = ablation_base if target(ablation_base) in targets else ""
+    budget = equal_budget if equal_budget and all(target(v) in targets for v in equal_budget.values()) else {}
+    dropped = [*(v for v in ablations.values() if v not in kept.values()), *([ablation_base] if ablation_base and
+               not base else []), *(equal_budget.values() if equal_budget and not budget else [])]
+    if dropped:
+        notes.append(f"left out (drafts of another target than {sorted(targets)}): {', '.join(dropped)}")
+    scored = [p for p in dict.fromkeys([*pairs, *kept.values(), base, *budget.values()]) if p]
+    runs = [parse_draft(_pair_parts(p)[2]).arg for p in scored
+            if parse_draft(_pair_parts(p)[2]).kind in ("edd", "vdm")]
+    train = train_steps > 0 and any(t in TARGETS for t in targets)
+    if train_steps > 0 and not train:
+        notes.append(f"scratch training not run: it needs {NEEDS['smollm2']}")
+    edd_claims = edd in scored
+    if not edd_claims:
+        notes.append(f"EDD claims (the draft bars, EDD Table 3) not judged: they are about the workbook's {edd} "
+                     f"draft, not among the scored pairs {scored}")
+    return DraftPlan(scored, runs, train, edd_claims, kept, base, budget, notes)
+
+
+def training_logs(runs: list[str]) -> pd.DataFrame:
+    """The loss curves of training runs (`training.training_log`) in one table; empty (with its columns) for none."""
+    from spectree.drafts.training import training_log
+
+    logs = [training_log(r) for r in runs]
+    return pd.concat(logs, ignore_index=True) if logs else pd.DataFrame(columns=["step", "loss", "wall_s", "run"])

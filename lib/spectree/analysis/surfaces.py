@@ -44,7 +44,7 @@ def classifier_path(name: str) -> Path:
 
 
 def train_on_logbook(logdir: Path, cfg: ClassifierTraining = ClassifierTraining(),
-                     train_fraction: float = TRAIN_FRACTION) -> tuple[Path, pd.DataFrame]:
+                     train_fraction: float = TRAIN_FRACTION, pair: Optional[str] = None) -> tuple[Path, pd.DataFrame]:
     """Train C2T's classifier on a logbook's nodes (the first `train_fraction` of its prompts; the rest pick
     the epoch, or all prompts when there is only one) and save it as data/c2t/<logbook>-c2t-<hash>, the
     hash naming the training settings. Returns the path and the per-epoch table."""
@@ -53,7 +53,21 @@ def train_on_logbook(logdir: Path, cfg: ClassifierTraining = ClassifierTraining(
     logbook = read_logbook(logdir)
     n = max(1, int(len(logbook) * train_fraction))
     return fit_and_save(logbook[:n], logbook[n:] or logbook, classifier_path(trained_name(logdir, cfg)), cfg,
-                        card={"logbook": logdir.name})
+                        card={"logbook": logdir.name, **({"pair": pair} if pair else {})})
+
+
+def made_for_another_pair(path: Path, pair: str) -> Optional[str]:
+    """The pair a classifier file was trained for when its card names another than `pair` (its `pair`, or the
+    logbook it was trained on, whose description starts with the pair: the shipped one's), else None."""
+    card_path = Path(path).with_suffix(".json")
+    try:
+        card = json.loads(card_path.read_text()) if card_path.exists() else {}
+    except ValueError:
+        return None
+    made = card.get("pair") or str(card.get("logbook", "")).split(" ")[0] or None
+    if made is None or made == pair or not (card.get("pair") or " " in str(card.get("logbook", ""))):
+        return None
+    return made
 
 
 def trained_name(logdir: Path, cfg: ClassifierTraining) -> str:
@@ -223,17 +237,19 @@ def get_classifier(name: str, log_cfg, prompts: str, cfg: ClassifierTraining = C
     from spectree.replay.logbook import logbook_dir, logbook_manifest, logbook_tag, notebook_logbook
 
     path, source = classifier_path(name), "shipped"
-    if not path.exists():
+    other = made_for_another_pair(path, log_cfg.pair)
+    if not path.exists() or other:
         parsed = parse_prompt_spec(prompts)
         logdir = logbook_dir(log_cfg, logbook_tag(prompts))
         path = classifier_path(trained_name(logdir, cfg))
-        source = f"trained earlier on {logdir.name} ({name} is missing)"
+        why = f"{name} was trained for {other}, not {log_cfg.pair}" if other else f"{name} is missing"
+        source = f"trained earlier on {logdir.name} ({why})"
 
         def build() -> Path:
             nonlocal source
             notebook_logbook(prompts, log_cfg)  # resumable; logged again if made from anything else
-            source = f"trained now on {logdir.name} ({name} is missing)"
-            return train_on_logbook(logdir, cfg)[0]
+            source = f"trained now on {logdir.name} ({why})"
+            return train_on_logbook(logdir, cfg, pair=log_cfg.pair)[0]
 
         wanted = {"logbook": logbook_manifest(parsed, log_cfg), "training": asdict(cfg),
                   "train_fraction": TRAIN_FRACTION}

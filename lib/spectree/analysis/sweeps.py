@@ -184,10 +184,12 @@ def split_logbook(logbook: Logbook, train_fraction: float = 0.5) -> tuple[Logboo
 
 
 def train_c2t(train: Logbook, name: str, cfg: ClassifierTraining = ClassifierTraining(),
-              valid_share: float = 0.2) -> tuple[Path, pd.DataFrame]:
+              valid_share: float = 0.2, pair: Optional[str] = None) -> tuple[Path, pd.DataFrame]:
     """Train C2T's classifier on the nodes of `train` (a random `valid_share` picks the epoch), save it as
-    data/c2t/<name>.safetensors (`c2t:classifier=<name>` loads it); returns the path and per-epoch table."""
-    return fit_and_save(train, None, artifact_path("c2t", name), cfg, valid_share=valid_share)
+    data/c2t/<name>.safetensors (`c2t:classifier=<name>` loads it); returns the path and per-epoch table. `pair`
+    (the logbook's) goes on its card, so the analysis notebooks find the classifier of their pair."""
+    return fit_and_save(train, None, artifact_path("c2t", name), cfg, valid_share=valid_share,
+                        card={"pair": pair} if pair else None)
 
 
 def scored(table: pd.DataFrame, group: str, name: Optional[str] = None, **params: Any) -> pd.DataFrame:

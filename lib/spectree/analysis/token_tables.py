@@ -136,20 +136,29 @@ def token_table(pair: str, prompts: str, max_new_tokens: int, temperature: float
 
 def c2t_classifier_confidence(tokens: pd.DataFrame, pair: str, folder: Optional[Path] = None
                               ) -> tuple[Optional[np.ndarray], str]:
-    """C2T's classifier output F(P, H, d) for every row of a token table, from the shipped
-    data/c2t/<tag>.safetensors, else the newest data/c2t/<tag>-*.safetensors (`tag`: `pairs.pair_tag`), else,
-    for a pair of shipped models only, any classifier there (one of another pair's is never taken for the user's
-    own models). Returns (confidences or None, the classifier's name or why there is none)."""
-    from spectree.drafts.pairs import pair_identity, pair_tag
+    """C2T's classifier output F(P, H, d) for every row of a token table, from the classifier of `pair`: the
+    shipped data/c2t/<tag>.safetensors, else the newest data/c2t/<tag>-*.safetensors (`tag`: `pairs.pair_tag`),
+    else the newest whose card names `pair` (02_tree_strategies writes it). A classifier trained for another pair
+    is never used. Returns (confidences or None, the classifier's name or why there is none)."""
+    import json
+
+    from spectree.drafts.pairs import pair_tag
     from spectree.strategies.c2t import FEATURES, load_classifier
 
     tag = pair_tag(pair)
     folder = folder or artifact_path("c2t", tag).parent
     shipped = folder / f"{tag}.safetensors"
-    files = sorted(folder.glob(f"{tag}-*.safetensors")) or (
-        [] if pair_identity(pair) else sorted(folder.glob("*.safetensors")))
+
+    def card_pair(f: Path) -> Optional[str]:
+        try:
+            return json.loads(f.with_suffix(".json").read_text()).get("pair")
+        except (OSError, ValueError, AttributeError):
+            return None
+    files = sorted(folder.glob(f"{tag}-*.safetensors")) or [
+        f for f in sorted(folder.glob("*.safetensors")) if card_pair(f) == pair]
     if not shipped.exists() and not files:
-        return None, f"no C2T classifier in {folder} (notebook 02_tree_strategies trains one)"
+        return None, (f"no C2T classifier for pair {pair} in {folder} (notebook 02_tree_strategies trains one on "
+                      f"the pair's logbook)")
     path = shipped if shipped.exists() else max(files, key=lambda f: f.stat().st_mtime)
     model = load_classifier(path)
     x = torch.tensor(tokens[[FEATURES[f] for f in model.features]].to_numpy(np.float32))

@@ -110,8 +110,13 @@ def stamp(profile: str) -> dict[str, str]:
 
 
 def pairs_of(summaries: list[dict[str, Any]]) -> list[str]:
-    """The distinct `pair` entries of the summaries, in order of first appearance."""
-    return list(dict.fromkeys(str(s["pair"]) for s in summaries if s.get("pair") not in (None, "")))
+    """The distinct pairs of the summaries (a `pair` entry, or the list `pairs` of a notebook that scores
+    several), in order of first appearance."""
+    named = []
+    for s in summaries:
+        several = s.get("pairs") if isinstance(s.get("pairs"), list) else []
+        named += [s.get("pair"), *several]
+    return list(dict.fromkeys(str(p) for p in named if p not in (None, "")))
 
 
 # --- rendering --------------------------------------------------------------------------------------------

@@ -3,12 +3,16 @@ writes figures/index.html and figures/RESULTS.md (the default profile also the r
 `reports.results`). A notebook is skipped when its inputs (`run_inputs`: notebook, profile parameters, the
 library's source, the shipped drafts, package versions, the content of prompt files its parameters name) are
 those its last successful run recorded in figures/<notebook>/.inputs.json; otherwise it reruns, saying which
-inputs changed; `--force` reruns it anyway. Called by run_all.sh.
+inputs changed; `--force` reruns it anyway. `--pair PAIR` runs every notebook on that pair (its `pair` parameter,
+or `pairs` = [PAIR]), `--set [NOTEBOOK.]KEY=VALUE` overrides any parameter; both are part of the parameters a
+run's manifest records, so a run on another pair never counts as current. Called by run_all.sh.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import html
+import json
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -33,6 +37,71 @@ def profile_params(profile: str) -> dict[str, dict]:
     if profile not in PROFILES:
         raise SpectreeError(f"unknown profile '{profile}': use one of {PROFILES}")
     return yaml.safe_load((home() / "params" / f"{profile}.yaml").read_text()) or {}
+
+
+PAIR_PARAMS = {"pair": lambda pair: pair, "pairs": lambda pair: [pair]}  # notebook parameters `--pair` sets
+
+
+def notebook_parameters(notebook: Path) -> dict:
+    """{name: default} of a notebook's tagged parameters cell (its typed literals `name: type = value`)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    cell = next((c for c in cells if c["cell_type"] == "code" and "parameters" in c.get("metadata", {}).get("tags", [])),
+                None)
+    if cell is None:
+        raise SpectreeError(f"{notebook} has no cell tagged 'parameters'")
+    tree = ast.parse("".join(cell["source"]))
+    return {node.target.id: ast.literal_eval(node.value) for node in tree.body
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
+
+
+def parse_sets(sets: list[str]) -> list[tuple[str | None, str, object]]:
+    """`--set` items `[NOTEBOOK.]KEY=VALUE` as (notebook stem or None for every notebook, key, value read as YAML)."""
+    out = []
+    for item in sets:
+        key, eq, value = item.partition("=")
+        stem, dot, name = key.rpartition(".")
+        if not eq or not name.isidentifier() or (dot and not stem):
+            raise SpectreeError(f"--set {item!r}: expected [NOTEBOOK.]KEY=VALUE, e.g. max_new_tokens=8 or "
+                                f"02_tree_strategies.K=3")
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError as err:
+            raise SpectreeError(f"--set {item!r}: the value is not YAML ({str(err).splitlines()[0]})") from None
+        out.append((stem or None, name, parsed))
+    return out
+
+
+def notebook_params(name: str, profile_values: dict, pair: str | None = None, sets: list = ()) -> dict:
+    """The parameters papermill passes to notebook `name`: the profile's, then `pair` on its pair parameter
+    (PAIR_PARAMS), then the `--set` overrides (`parse_sets`) that name this notebook or none. A `--set` of a
+    parameter the notebook lacks is refused when it names the notebook, ignored by notebooks otherwise."""
+    notebook = home() / "notebooks" / name
+    known = notebook_parameters(notebook) if notebook.exists() else {}
+    params = dict(profile_values)
+    if pair is not None:
+        params.update({k: wrap(pair) for k, wrap in PAIR_PARAMS.items() if k in known})
+    for stem, key, value in sets:
+        if stem is not None and stem != Path(name).stem:
+            continue
+        if key in known:
+            params[key] = value
+        elif stem is not None:
+            raise SpectreeError(f"--set {stem}.{key}: {name} has no parameter '{key}' (it has {sorted(known)})")
+    return params
+
+
+def check_sets(sets: list, names: list[str]) -> None:
+    """Every `--set` names a notebook of this run and a parameter some notebook has, before any notebook runs."""
+    stems = {Path(n).stem: n for n in names}
+    known = {Path(n).stem: set(notebook_parameters(home() / "notebooks" / n)) for n in names
+             if (home() / "notebooks" / n).exists()}
+    for stem, key, _ in sets:
+        if stem is not None and stem not in stems:
+            raise SpectreeError(f"--set {stem}.{key}: no notebook {stem} in this run (notebooks: {sorted(stems)})")
+        where = [known.get(stem, set())] if stem is not None else list(known.values())
+        if not any(key in k for k in where):
+            raise SpectreeError(f"--set {(stem + '.') if stem else ''}{key}: no notebook of this run has a "
+                                f"parameter '{key}'")
 
 
 def run_inputs(notebook: Path, profile: str, params: dict) -> dict:
@@ -155,15 +224,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="default")
     parser.add_argument("--only", help="run just this notebook (stem or file name)")
     parser.add_argument("--force", action="store_true", help="rerun even if the cached results are current")
+    parser.add_argument("--pair", help="run every notebook on this pair: a named pair, a preset of params/pairs.yaml "
+                                       "or TARGET+DRAFT (docs/pairs.md); sets each notebook's `pair` (or `pairs`)")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="[NOTEBOOK.]KEY=VALUE",
+                        help="override a parameter (VALUE read as YAML) of every notebook that has it, or of one "
+                             "notebook; repeatable, applied after the profile and --pair")
     args = parser.parse_args(argv)
     params = profile_params(args.profile)
     names = [n for n in args.notebooks if args.only in (None, n, Path(n).stem)]
     if not names:
         raise SpectreeError(f"--only {args.only}: no such notebook in {args.notebooks}")
+    sets = parse_sets(args.sets)
+    check_sets(sets, names)
+    if args.pair is not None:
+        from spectree.drafts.pairs import check_pair_name
+
+        check_pair_name(args.pair)  # one clear error before any notebook runs
     run = stamp(args.profile)
     rows = []
     for name in tqdm(names, desc=f"notebooks ({args.profile})", unit="notebook"):
-        status, seconds = run_notebook(name, args.profile, params.get(Path(name).stem, {}), args.force, run)
+        values = notebook_params(name, params.get(Path(name).stem, {}), args.pair, sets)
+        status, seconds = run_notebook(name, args.profile, values, args.force, run)
         rows.append({"notebook": name, "status": status, "seconds": seconds})
     ran = {r["notebook"] for r in rows}
     earlier = [{"notebook": n, "status": EARLIER, "seconds": 0.0} for n in args.notebooks if n not in ran
@@ -178,5 +259,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cli(argv: list[str] | None = None) -> int:
+    """`main` with a refusal (a bad pair, profile, `--set`) as one line on stderr and exit status 2."""
+    import sys
+
+    try:
+        return main(argv)
+    except SpectreeError as err:
+        print(f"run_all.sh: error: {err}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli())

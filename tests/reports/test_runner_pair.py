@@ -11,7 +11,8 @@ import pytest
 from helpers import own_pair_folders
 
 from spectree.core.errors import SpectreeError
-from spectree.reports import applies, runner
+from spectree.drafts.applies import applies
+from spectree.reports import runner
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))

@@ -262,7 +262,7 @@ def load_draft(spec: str, target: PreTrainedModel, device: Optional[str] = None,
     return draft
 
 
-def _pair_parts(name: str) -> tuple[str, str, str]:
+def pair_parts(name: str) -> tuple[str, str, str]:
     """(target, '+', draft) of a named pair, a preset of params/pairs.yaml or 'TARGET+DRAFT' ('' for no '+')."""
     known = presets(PAIRS)  # read every time: a preset named like a built-in pair is refused whatever is asked
     if name in PAIRS:
@@ -282,7 +282,7 @@ def check_pair_name(name: str) -> PairSpec:
     from files alone, before any weights load: the target exists (a folder or a cached hub id with its weights),
     a trained draft's checkpoint is whole and its token ranking too if it names one, an `hf:` draft has its
     weights and the target's tokenizer (`targets.check_tokenizers`), an `eagle:` head its config and weights."""
-    target, plus, draft = _pair_parts(name)
+    target, plus, draft = pair_parts(name)
     if not plus or not _is_model(target):
         raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted({**presets(PAIRS), **PAIRS}))}] "
                             f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)}, a model folder or a hub id (owner/name) "
@@ -334,14 +334,14 @@ def target_digest(name: str) -> Optional[str]:
     """The identity of a pair's target when it is a model folder or a hub id (`targets.model_identity`), so that
     retrained weights at the same path are told apart; None for a registry target (its dequantised copy has a
     manifest of its own) or a name that is no pair."""
-    target, plus, _ = _pair_parts(name)
+    target, plus, _ = pair_parts(name)
     return model_identity(target) if plus and target not in TARGETS and _is_model(target) else None
 
 
 def pair_identity(name: str) -> dict:
     """{'target': ..., 'draft': ...} of the user's own models in a pair (folders, hub ids; `target_digest`,
     `draft_digest`), for the manifests of caches keyed by a pair; {} for a shipped pair or any name that is none."""
-    target, plus, draft = _pair_parts(name)
+    target, plus, draft = pair_parts(name)
     if not plus:
         return {}
     out = {"target": target_digest(name)} if target not in TARGETS and _is_model(target) else {}

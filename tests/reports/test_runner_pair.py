@@ -98,10 +98,14 @@ def test_a_classifier_of_another_pair_is_not_used(tmp_path, folders):
 
 
 @pytest.mark.slow
-def test_quick_profile_of_every_notebook_on_a_pair_of_folders(folders, tmp_path, monkeypatch):
-    """The must-show: `./run_all.sh --profile quick --pair TARGET_DIR+hf:DRAFT_DIR` through the runner, in an empty
-    SPECTREE_HOME (no shipped classifier or draft to reuse): every notebook writes a summary.json — results, or
-    applies=false with why — and RESULTS.md lists the pair."""
+@pytest.mark.parametrize("draft", ["hf", "eagle"])
+def test_quick_profile_of_every_notebook_on_a_pair_of_folders(folders, draft, tmp_path, monkeypatch):
+    """The must-show: `./run_all.sh --profile quick --pair TARGET_DIR+hf:DRAFT_DIR` (and `+eagle:HEAD_DIR`, a head
+    in EAGLE's format) through the runner, in an empty SPECTREE_HOME (no shipped classifier or draft to reuse):
+    every notebook writes a summary.json — results, or applies=false with why — and RESULTS.md lists the pair."""
+    from helpers import eagle_config, eagle_weights, write_head
+    from transformers import AutoModelForCausalLM
+
     from spectree.reports.results import pairs_of
 
     home = tmp_path / "home"
@@ -110,7 +114,11 @@ def test_quick_profile_of_every_notebook_on_a_pair_of_folders(folders, tmp_path,
         (home / part).symlink_to(ROOT / part)
     monkeypatch.setenv("SPECTREE_HOME", str(home))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]))
-    pair = f"{folders[0]}+hf:{folders[1]}"
+    if draft == "hf":
+        pair = f"{folders[0]}+hf:{folders[1]}"
+    else:
+        target = AutoModelForCausalLM.from_pretrained(folders[0])
+        pair = f"{folders[0]}+eagle:{write_head(tmp_path / 'head', eagle_config(target), eagle_weights(target))}"
     assert runner.main(["--notebooks", *NOTEBOOKS, "--profile", "quick", "--pair", pair]) == 0
     summaries = {}
     for name in NOTEBOOKS:

@@ -245,9 +245,17 @@ def test_own_weights_have_an_identity_that_changes_when_retrained(own, tmp_path)
     assert cost_manifest(name, dtype=torch.float16)["dtype"] == "float16"
 
 
-def test_log_and_replay_on_a_folder_pair(own, loaded, tmp_path, monkeypatch, capsys):
-    """`log --pair TARGET_DIR+hf:DRAFT_DIR` writes its logbook under the pair's tag; `replay` on it gives the τ of
-    live greedy decoding."""
+@pytest.fixture(scope="module")
+def eagle_pair(own, loaded):
+    """`TARGET_DIR+eagle:HEAD_DIR`: a random head in EAGLE's format beside the folder target."""
+    target = loaded[0]
+    return f"{own[0]}+eagle:{write_head(own[2] / 'eagle-head', eagle_config(target), eagle_weights(target))}"
+
+
+@pytest.mark.parametrize("draft", ["hf", "eagle"])
+def test_log_and_replay_on_a_folder_pair(own, loaded, eagle_pair, draft, tmp_path, monkeypatch, capsys):
+    """`log --pair TARGET_DIR+hf:DRAFT_DIR` (or `+eagle:HEAD_DIR`) writes its logbook under the pair's tag; `replay`
+    on it gives the τ of live greedy decoding."""
     from spectree.cli import main
     from spectree.core.paths import cache_dir
     from spectree.replay.logbook import read_logbook
@@ -257,7 +265,7 @@ def test_log_and_replay_on_a_folder_pair(own, loaded, tmp_path, monkeypatch, cap
     target_dir, draft_dir, _ = own
     prompts = tmp_path / "mine.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": p.text, "category": p.category}) + "\n" for p in PROMPTS))
-    name, spec = f"{target_dir}+hf:{draft_dir}", "chain:k=3"
+    name, spec = f"{target_dir}+hf:{draft_dir}" if draft == "hf" else eagle_pair, "chain:k=3"
     assert main(["log", "--pair", name, "--prompts", f"jsonl:{prompts}", "--max-new-tokens", "10", "--K", "3",
                  "--d-max", "3", "--beam", "6", "--b-env", "1", "--d-env", "1", "--device", "cpu"]) == 0
     logdir = Path(capsys.readouterr().out.strip().splitlines()[-1])
@@ -266,10 +274,10 @@ def test_log_and_replay_on_a_folder_pair(own, loaded, tmp_path, monkeypatch, cap
     assert recorded["draft"] == pairs.draft_digest(name) and recorded["target"] == pairs.target_digest(name)
     out = tmp_path / "replay.json"
     assert main(["replay", str(logdir), "--strategies", spec, "--json", str(out)]) == 0
-    target, draft, tok = loaded
+    target, drafter, tok = loaded if draft == "hf" else pairs.load_pair(name, device="cpu")
     policy, live_taus = parse_strategy(spec), []
     for lp in read_logbook(logdir):
-        live = speculative_generate(target, draft, chat_ids(tok, lp.prompt.text), policy, 10,
+        live = speculative_generate(target, drafter, chat_ids(tok, lp.prompt.text), policy, 10,
                                     eos_ids=(tok.eos_token_id,))
         assert replay([lp], policy).tau.tolist() == [s.tau for s in live.steps]
         live_taus += [s.tau for s in live.steps]
@@ -291,3 +299,14 @@ def test_hf_prompt_lookup_is_a_reference_row(own, loaded, tmp_path):
                  "--json", str(out)]) == 0
     rows = {r["strategy"]: r for r in json.loads(out.read_text())["rows"]}
     assert rows[HF_LOOKUP]["exact"] == 1.0 and summarize_runs(runs).set_index("strategy").loc[HF_LOOKUP, "exact"] == 1.0
+
+
+def test_an_eagle_pair_benches(eagle_pair):
+    """`bench` on a folder target with an EAGLE head: rows for HF generate and each policy, outputs equal HF's."""
+    from spectree.speed.bench import HF, find_mismatches, run_strategies, summarize_runs
+
+    models = pairs.load_pair(eagle_pair, device="cpu")
+    runs = run_strategies(models, PROMPTS, {s: parse_strategy(s) for s in POLICIES}, 8, warmup=False)
+    table = summarize_runs(runs)
+    assert table.strategy.tolist() == [HF, *POLICIES] and table.exact.tolist() == [1.0] * 4
+    assert find_mismatches(models, runs, PROMPTS) == []

@@ -30,6 +30,14 @@ HF = "hf-generate"
 HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
 HF_LOOKUP = "hf-prompt-lookup"  # HF prompt lookup decoding (prompt_lookup_num_tokens): n-grams of the prompt, no draft
 HF_PACKED = "hf-generate-packed"  # HF generate on the prepacked kernels our decoder uses (kernels.py)
+REFERENCES = {HF: "HF generate", HF_PACKED: "HF generate, packed kernels", HF_ASSISTED: "HF assisted generation",
+              HF_LOOKUP: "HF prompt lookup"}  # the reference rows, by their readable names in the speed tables
+
+
+def standalone(draft) -> bool:
+    """Whether a pair's draft is a standalone causal LM (layer-skip, VDM, `hf:`), so that HF assisted generation
+    can use it as its assistant_model (EDD and EAGLE drafts read the target's hidden states)."""
+    return isinstance(draft, PreTrainedModel)
 
 
 @torch.inference_mode()
@@ -92,7 +100,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     its setting alone does, `Policy.oversized`). Every prompt is checked against the target first (`check_prompt`:
     its tokens, max_new_tokens and the deepest tree must fit the context window)."""
     target, draft, tok = models
-    assistant = draft if hf_assisted and isinstance(draft, PreTrainedModel) else None
+    assistant = draft if hf_assisted and standalone(draft) else None
     if hf_assisted and assistant is None:
         raise SpectreeError("HF assisted generation needs a standalone draft model (hf:, VDM or layer-skip), "
                             "not a drafter that reads the target's hidden states")

@@ -20,7 +20,7 @@ import pandas as pd
 from spectree.analysis.claims import (MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, pooled,
                                       pooled_difference, pooled_quotient)
 from spectree.core.policy import Policy
-from spectree.speed.bench import HF, HF_PACKED, Run, summarize_runs
+from spectree.speed.bench import HF, HF_PACKED, REFERENCES, Run, summarize_runs
 from spectree.strategies import C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching, Kary
 from spectree.strategies import Sequences, Sequoia, autoregressive
 
@@ -64,8 +64,7 @@ def speed_table(runs: list[Run]) -> pd.DataFrame:
     """`summarize_runs` with a readable `method` per row (the run labels; HF generate first); runs decoded at
     T > 0 (`Run.sampled`) get no `exact` column, since a sample matches HF's only by chance."""
     table = summarize_runs(runs)
-    names = {HF: "HF generate", HF_PACKED: "HF generate, packed kernels"}
-    table.insert(0, "method", [names.get(s, s) for s in table.strategy])
+    table.insert(0, "method", [REFERENCES.get(s, s) for s in table.strategy])
     return table
 
 
@@ -123,9 +122,8 @@ def dyspec_layout(tables: dict[float, pd.DataFrame], budget: int = 32) -> pd.Dat
 
 def _prompt_rows(runs: list[Run]) -> pd.DataFrame:
     """The runs as rows (n_tokens added), labelled by `speed_table`'s method names."""
-    names = {HF: "HF generate", HF_PACKED: "HF generate, packed kernels"}
     df = pd.DataFrame([r.__dict__ for r in runs]).assign(n_tokens=lambda d: d.tokens.map(len))
-    return df.assign(method=df.strategy.map(lambda s: names.get(s, s)))
+    return df.assign(method=df.strategy.map(lambda s: REFERENCES.get(s, s)))
 
 
 def _aligned(rows: pd.DataFrame, *methods: str) -> list[pd.DataFrame]:
@@ -152,19 +150,19 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
     tables = {temp: speed_table(r) for temp, r in runs.items()}
     greedy, table = _prompt_rows(runs[min(runs)]), tables[min(tables)]
     t = table.set_index("method")
-    spec = t.drop(index=["HF generate", "HF generate, packed kernels", "AR (our loop)"], errors="ignore")
+    spec = t.drop(index=[*REFERENCES.values(), "AR (our loop)"], errors="ignore")  # our decoder's strategies
     best = spec.speedup.idxmax()
     out = [claim("best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)", "≥ 1.3×",
                  f"{best}: {spec.speedup.max():.2f}×",
-                 _versus(greedy, best, "HF generate", "n_tokens", "seconds", 1.3, f"tokens/s of {best} ÷ HF's"))]
+                 _versus(greedy, best, REFERENCES[HF], "n_tokens", "seconds", 1.3, f"tokens/s of {best} ÷ HF's"))]
     same = spec.get("speedup_same_kernels", pd.Series(dtype=float))
     if same.notna().any():  # the same bar with the kernels' own gain taken out
         out.append(claim("best strategy ≥ 1.3× HF generate on the same packed kernels (speculation alone)",
                          "≥ 1.3×", f"{same.idxmax()}: {same.max():.2f}×",
-                         _versus(greedy, same.idxmax(), "HF generate, packed kernels", "n_tokens", "seconds", 1.3,
+                         _versus(greedy, same.idxmax(), REFERENCES[HF_PACKED], "n_tokens", "seconds", 1.3,
                                  f"tokens/s of {same.idxmax()} ÷ packed HF's")))
     decoded = [f for r in runs.values() for m, f in _prompt_rows(r).groupby("method")
-               if m not in ("HF generate", "HF generate, packed kernels")]
+               if m not in REFERENCES.values()]
     tree = all_of([bootstrap_rule([f.tree_s, f.seconds], pooled, 0.05, "tree construction's share", above=False)
                    for f in decoded], "95% paired bootstrap interval of tree construction's share ≤ 0.05, "
                                       f"n ≥ {MIN_PROMPTS} prompts, for every policy at every temperature")

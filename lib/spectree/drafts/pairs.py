@@ -371,11 +371,11 @@ def pair_tag(name: str) -> str:
 
 
 def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, packed: bool = False,
-              dtype="float32"):
+              dtype="auto"):
     """(target, draft, tokenizer) for a pair (named or by spec); `packed`: both multiply by prepacked weights
     where the CPU allows it (`kernels.pack_linears`). `device`: None / 'auto' (CUDA when present, a large target
-    over every GPU) or a torch device; `dtype`: 'auto' (bf16 on CUDA, fp32 on CPU), 'float32', 'bfloat16',
-    'float16'. Everything is checked (`check_pair_name`, the dtype) before any weights load."""
+    over every GPU) or a torch device; `dtype`: 'auto' (the default: bf16 on CUDA, fp32 on CPU, so notebooks
+    follow the device), 'float32', 'bfloat16', 'float16'. Everything is checked (`check_pair_name`, the dtype) before any weights load."""
     from spectree.core.drafting import draft_model
     from spectree.core.kernels import pack_linears
 

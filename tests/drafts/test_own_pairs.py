@@ -56,6 +56,22 @@ def test_own_folders_name_a_pair(own, no_weights):
     assert pairs.draft_digest(f"{target}+hf:{draft}") == targets.model_identity(str(draft))  # its files' digest
 
 
+def lossless_taus(target, draft, tok, n: int = 12) -> list[int]:
+    """Greedy decoding of PROMPTS under every POLICIES spec must equal the target's own generate, EOS included;
+    returns the steps' τ."""
+    taus = []
+    for prompt in PROMPTS:
+        ids = chat_ids(tok, prompt.text)
+        ref = target.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, eos_token_id=tok.eos_token_id,
+                              pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
+        ref = ref[:ref.index(tok.eos_token_id) + 1] if tok.eos_token_id in ref else ref
+        for spec in POLICIES:
+            out = speculative_generate(target, draft, ids, parse_strategy(spec), n, eos_ids=(tok.eos_token_id,))
+            assert out.tokens == ref, (spec, prompt.key)
+            taus += [s.tau for s in out.steps]
+    return taus
+
+
 @pytest.mark.parametrize("twin", [False, True], ids=["random-draft", "twin-draft"])
 def test_own_pair_loads_and_decodes_losslessly(own, loaded, twin):
     target, draft, tok = loaded
@@ -63,17 +79,7 @@ def test_own_pair_loads_and_decodes_losslessly(own, loaded, twin):
     assert target.dtype == draft.dtype == torch.float32
     if twin:  # the target's own weights as its draft: every draft token accepted, the longest paths verified
         draft = pairs.load_pair(f"{own[0]}+hf:{own[0]}", device="cpu")[1]
-    taus = []
-    for prompt in PROMPTS:
-        ids = chat_ids(tok, prompt.text)
-        ref = target.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, eos_token_id=tok.eos_token_id,
-                              pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
-        ref = ref[:ref.index(tok.eos_token_id) + 1] if tok.eos_token_id in ref else ref
-        for spec in POLICIES:
-            out = speculative_generate(target, draft, ids, parse_strategy(spec), 12, eos_ids=(tok.eos_token_id,))
-            assert out.tokens == ref, (spec, prompt.key)
-            taus += [s.tau for s in out.steps]
-    assert max(taus) >= (4 if twin else 1)
+    assert max(lossless_taus(target, draft, tok)) >= (4 if twin else 1)
 
 
 def test_own_pair_benches_with_an_hf_assisted_row(loaded):
@@ -199,14 +205,7 @@ def test_own_target_with_an_eagle_head_checks_loads_and_decodes_losslessly(own, 
     assert pairs.check_pair_name(name).draft == f"eagle:{head}"
     target, drafter, tok = pairs.load_pair(name, device="cpu")
     assert isinstance(drafter, EagleDrafter)
-    for prompt in PROMPTS:
-        ids = chat_ids(tok, prompt.text)
-        ref = target.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, eos_token_id=tok.eos_token_id,
-                              pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
-        ref = ref[:ref.index(tok.eos_token_id) + 1] if tok.eos_token_id in ref else ref
-        for spec in POLICIES:
-            out = speculative_generate(target, drafter, ids, parse_strategy(spec), 12, eos_ids=(tok.eos_token_id,))
-            assert out.tokens == ref, (spec, prompt.key)
+    lossless_taus(target, drafter, tok)
 
 
 # --- caches keyed by the pair's tag and identity; log + replay; HF prompt lookup ---------------------------------

@@ -53,18 +53,20 @@ def normalized(wanted: dict) -> dict:
     return json.loads(json.dumps(wanted, sort_keys=True, default=str))
 
 
+def read_json_object(path: Path, what: str = "a manifest", hint: str = "") -> dict:
+    """The JSON object in `path`; an unreadable file or another JSON value is one SpectreeError (+ `hint`)."""
+    try:
+        value = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise SpectreeError(f"{shown(path)} is unreadable ({err}){hint}") from err
+    if not isinstance(value, dict):
+        raise SpectreeError(f"{shown(path)} is not {what} (a JSON object){hint}")
+    return value
+
+
 def read_manifest(path: Path) -> Optional[dict]:
     """The recorded keys, or None when there is no manifest (an unreadable one is a SpectreeError)."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise SpectreeError(f"{shown(path)} is unreadable ({err})") from err
-    if not isinstance(value, dict):
-        raise SpectreeError(f"{shown(path)} is not a manifest (a JSON object)")
-    return value
+    return read_json_object(path) if Path(path).exists() else None
 
 
 def write_manifest(path: Path, wanted: dict) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from spectree.analysis.claims import FAILS, HOLDS, Evidence, claim, jsonable
 from spectree.core.errors import SpectreeError
+from spectree.core.manifest import read_json_object
 from spectree.core.paths import atomic_write_text, figures_dir
 
 STEM = "gpu_check"  # figures/gpu_check/: the checklist's JSON files and its summary.json
@@ -22,13 +23,7 @@ UNTESTED = ("The GPU path is untested: no run of `scripts/gpu_check.sh` on a CUD
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise SpectreeError(f"{path} is not a readable JSON result ({err}); rerun scripts/gpu_check.sh") from err
-    if not isinstance(value, dict):
-        raise SpectreeError(f"{path} holds {type(value).__name__}, not a JSON object; rerun scripts/gpu_check.sh")
-    return value
+    return read_json_object(path, "a JSON result", "; rerun scripts/gpu_check.sh")
 
 
 def lossless_claim(result: dict[str, Any], dtype: str) -> dict[str, Any]:

@@ -94,3 +94,4 @@ def test_sample_without_replacement_draws_in_order_from_the_renormalised_rows():
     tok, valid = sample_without_replacement(few, 3, g)
     assert valid.tolist() == [[True, True, False], [True, False, False]]
     assert sorted(tok[0, :2].tolist()) == [3, 150] and tok[1, 0] == 7 and int(tok.max()) < 200
+

@@ -5,7 +5,7 @@ import torch
 from helpers import expand_on, finalize_on, grow_offline, select_on, tiny_llama
 
 from spectree.core.decode import speculative_generate
-from spectree.core.policy import FEATURE_COLUMNS, OPTIONAL_FEATURES, Growth, NodeTable, Rows, computed_columns
+from spectree.core.policy import FEATURE_COLUMNS, OPTIONAL_FEATURES, Growth, Lazy, NodeTable, Rows, computed_columns
 from spectree.core.errors import SpectreeError
 from spectree.core.tree import DraftTree, Nodes
 from spectree.prompts import Prompt
@@ -275,3 +275,29 @@ def test_reading_a_feature_live_drafting_did_not_compute_is_an_error():
     with pytest.raises(SpectreeError, match="'entropy' in its `features`"):
         rows.entropy
     assert "rank" not in computed_columns(frozenset(), greedy=False)  # a sampled token's rank costs a pass
+
+
+def test_a_lazy_column_is_computed_only_where_read_and_equals_the_eager_one():
+    """C2T's top-M entropy is a `Lazy` column when drafting live: computed at the rows a policy reads (and at the
+    rows a tree exports), with the values an eager pass over every row gives, so replay still equals live."""
+    from spectree.core.drafting import TOP_M, child_candidates
+    from spectree.core.sampling import Sampling, topm_entropy
+    from spectree.core.tree import root_columns
+
+    logits = torch.randn(3, 4 * TOP_M, generator=torch.Generator().manual_seed(0)) * 3  # [f=3, V]
+    table = NodeTable(root_columns(7, computed_columns(frozenset({"entropy_topm"}), greedy=True)), np.zeros(1, int), 1)
+    frontier = Rows(Growth(table, grown=np.ones(1, dtype=bool)), np.zeros(3, dtype=np.int64))  # the root, thrice
+    cols, _ = child_candidates(frontier, logits, 2, Sampling(), None, frozenset({"entropy_topm"}))
+    lazy = cols["entropy_topm"]
+    assert isinstance(lazy, Lazy)
+    asked = []
+    cols["entropy_topm"] = Lazy(lambda off: asked.append(off.tolist()) or lazy.fn(off))
+    rows = table.append(cols)  # [6]: two children of each frontier row
+    growth = Growth(table, grown=np.ones(len(table), dtype=bool))
+    read = Rows(growth, rows).subset(np.array([False, False, True, True, False, False]))  # row 1's children
+    eager = topm_entropy(logits, TOP_M).numpy()  # [3]
+    assert np.allclose(read.entropy_topm, eager[[1, 1]]) and asked == [[2, 3]]
+    again = Rows(growth, rows[2:4]).entropy_topm  # computed once
+    assert np.allclose(again, eager[[1, 1]]) and asked == [[2, 3]]
+    fields = table.node_fields(rows)  # exporting the rows computes the rest
+    assert np.allclose(fields["entropy_topm"], eager.repeat(2)) and asked == [[2, 3], [0, 1, 4, 5]]

@@ -12,7 +12,7 @@ import torch
 from transformers import PreTrainedModel
 
 from spectree.core.errors import SpectreeError, TreeTooLarge
-from spectree.core.policy import OPTIONAL_FEATURES, NodeTable, Policy, Rows, computed_columns, grow
+from spectree.core.policy import OPTIONAL_FEATURES, Lazy, NodeTable, Policy, Rows, computed_columns, grow
 from spectree.core.sampling import (
     Sampling,
     log_partition_and_entropy,
@@ -45,6 +45,11 @@ class CachedLM:
         out = forward_with_mask(self.model, self.cache, inputs, positions, allowed, output_hidden_states, last_only)
         self.forward_s += time.perf_counter() - t0
         return out
+
+    @property
+    def kept_ids(self) -> Optional[torch.Tensor]:
+        """The token ids of a reduced LM head (`drafts.edd.ReducedHead`; every other logit is lower), else None."""
+        return getattr(getattr(self.model, "lm_head", None), "kept_ids", None)
 
     def reset(self) -> None:
         self.cache = slab_cache(self.model.config)
@@ -127,10 +132,15 @@ def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sam
             p = np.exp(top.numpy() - log_z[:, None])  # [f, k] raw (T = 1) probabilities
             cols.update(draft_prob=p.ravel(), joint=(frontier.joint[:, None] * p).ravel(),
                         confidence=np.exp(top_logit.numpy() - log_z).repeat(k))  # the top token's probability
-    if "entropy_topm" in features:
-        cols["entropy_topm"] = topm_entropy(logits if kept is None else logits[:, kept], TOP_M).numpy().repeat(k)
+    row = np.arange(f).repeat(k)  # [c] each candidate's frontier row
     if drawn is not None:  # a row with fewer than k tokens of positive probability offers fewer children
-        cols = {name: col[drawn] for name, col in cols.items()}
+        cols, row = {name: col[drawn] for name, col in cols.items()}, row[drawn]
+    if "entropy_topm" in features:  # per parent row, only where the policy reads it (C2T: its K likeliest children)
+        def entropy_topm(off: np.ndarray) -> np.ndarray:
+            rows, inverse = np.unique(row[off], return_inverse=True)
+            block = logits if len(rows) == f else logits[torch.from_numpy(rows)]  # [r, V]
+            return topm_entropy(block if kept is None else block[:, kept], TOP_M).numpy()[inverse]
+        cols["entropy_topm"] = Lazy(entropy_topm)
     return cols, warped
 
 
@@ -142,7 +152,7 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
     table = NodeTable(root_columns(root_token, computed_columns(policy.features, sampling.greedy)),
                       np.zeros(1, dtype=np.int64), 1)
     expanded: list[tuple[np.ndarray, torch.Tensor]] = []  # (frontier [f], warped draft dists [f, V]) per layer
-    kept_ids = getattr(drafter.model.lm_head, "kept_ids", None)  # a reduced head's tokens: every other logit is lower
+    kept_ids = drafter.kept_ids  # a reduced head's tokens: every other logit is lower
     kept_ids = kept_ids.cpu() if kept_ids is not None and len(kept_ids) >= TOP_M else None
 
     def offer(frontier: Rows) -> np.ndarray:

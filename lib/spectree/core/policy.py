@@ -37,32 +37,56 @@ def computed_columns(features: frozenset, greedy: bool) -> tuple[str, ...]:
                                                     for name, cols in FEATURE_COLUMNS.items()))
 
 
+@dataclass(frozen=True)
+class Lazy:
+    """A column of appended rows computed only at the rows a policy reads (live drafting: C2T's top-M entropy is
+    wanted only where its classifier looks). `fn`: offsets into the appended block [r] → values [r]; the values
+    must not depend on which other rows are asked for, so live drafting equals replay."""
+
+    fn: Callable[[np.ndarray], np.ndarray]
+
+
 @dataclass
 class NodeTable:
     """Feature columns (numpy, [N]) of the nodes of one or many draft trees: NODE_FIELDS (live drafting: those the
     policy reads, `computed_columns`), with `parents` as row indices (−1 at a root), plus `tree` [N], each row's
-    tree id. A tree's rows come root first, in offer order."""
+    tree id. A tree's rows come root first, in offer order. Read columns with `column` (it computes `Lazy` ones)."""
 
     cols: dict[str, np.ndarray]
     tree: np.ndarray
     n_trees: int
+    pending: dict[str, list[tuple[int, np.ndarray, Lazy]]] = field(default_factory=dict, init=False)  # (start, done, fn)
 
     def __len__(self) -> int:
         return len(self.tree)
 
-    def append(self, cols: dict[str, np.ndarray]) -> np.ndarray:
-        """Add child rows (every column of this table, [m]; parents are rows of this table), each to its parent's
-        tree; returns their row indices."""
+    def append(self, cols: dict[str, Union[np.ndarray, Lazy]]) -> np.ndarray:
+        """Add child rows (every column of this table, [m] or `Lazy`; parents are rows of this table), each to its
+        parent's tree; returns their row indices."""
         start, m = len(self), len(cols["tokens"])
         tree = self.tree[np.asarray(cols["parents"])]
-        self.cols = {f: np.concatenate([self.cols[f], np.asarray(cols[f], dtype=self.cols[f].dtype)]) for f in self.cols}
+        for f, c in cols.items():
+            if isinstance(c, Lazy):
+                self.pending.setdefault(f, []).append((start, np.zeros(m, bool), c))
+        self.cols = {f: np.concatenate([self.cols[f], np.full(m, np.nan, self.cols[f].dtype) if isinstance(cols[f], Lazy)
+                                        else np.asarray(cols[f], dtype=self.cols[f].dtype)]) for f in self.cols}
         self.tree = np.concatenate([self.tree, tree])
         return np.arange(start, start + m)
 
+    def column(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """Column `name` at `rows`, computing the `Lazy` entries among them first."""
+        for start, done, lazy in self.pending.get(name, ()):
+            off = rows[(rows >= start) & (rows < start + len(done))] - start
+            off = off[~done[off]]
+            if len(off):
+                self.cols[name][start + off] = lazy.fn(off)
+                done[off] = True
+        return self.cols[name][rows]
+
     def node_fields(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """Every NODE_FIELDS column at `rows`, those not computed filled in (NaN; rank −1)."""
-        return {f: self.cols[f][rows] if f in self.cols else np.full(len(rows), -1 if f in LONG_FIELDS else np.nan,
-                                                                     dtype=np.int64 if f in LONG_FIELDS else np.float32)
+        return {f: self.column(f, rows) if f in self.cols else np.full(len(rows), -1 if f in LONG_FIELDS else np.nan,
+                                                                       dtype=np.int64 if f in LONG_FIELDS else np.float32)
                 for f in NODE_FIELDS}
 
 
@@ -95,8 +119,12 @@ class Rows:
                                     f"{feature!r} in its `features`")
             raise AttributeError(name)
         if name not in self._cols:
-            self._cols[name] = self.growth.table.cols[name][self.idx]
+            self._cols[name] = self.growth.table.column(name, self.idx)
         return self._cols[name]
+
+    def subset(self, mask: np.ndarray) -> "Rows":
+        """These rows where `mask` [n] holds (a policy that reads a feature only there: `Lazy` columns)."""
+        return Rows(self.growth, self.idx[mask])
 
     @property
     def tree(self) -> np.ndarray:

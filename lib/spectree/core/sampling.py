@@ -140,5 +140,10 @@ def log_partition_and_entropy(logits: torch.Tensor, top: Optional[torch.Tensor] 
 
 def topm_entropy(logits: torch.Tensor, m: int) -> torch.Tensor:
     """Entropy [f] of the renormalised top-m probabilities of rows [f, V] (C2T's cheap entropy, M = 1000 by
-    default): the softmax of the top-m logits (or log-probabilities)."""
-    return entropy(torch.softmax(torch.from_numpy(top_values(logits, min(m, logits.shape[-1]))), dim=-1))
+    default): the softmax of the top-m logits (or log-probabilities), H = log S − Σ e·z / S with z the logits
+    less their maximum, e = exp(z), S = Σ e (in numpy: a torch op costs ~5x a numpy op at this size)."""
+    z = top_values(logits, min(m, logits.shape[-1]))  # [f, m]
+    z -= z.max(-1, keepdims=True)
+    e = np.exp(z)
+    s = e.sum(-1)
+    return torch.from_numpy(np.log(s) - (e * z).sum(-1) / s)

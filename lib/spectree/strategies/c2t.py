@@ -52,11 +52,20 @@ class C2TClassifier(nn.Module):
     def confidence(self, nodes: Any) -> torch.Tensor:
         """[n] the classifier's confidence C in [0, 1] that each node is accepted: the same `net`, evaluated in numpy
         (a few dozen nodes per layer while drafting, where torch's per-op cost is most of the work)."""
-        first, _, last = self.net
-        w1, b1, w2, b2 = (t.detach().cpu().numpy() for t in (first.weight, first.bias, last.weight, last.bias))
+        w1, b1, w2, b2 = self._numpy_weights()
         x = np.stack([np.asarray(getattr(nodes, FEATURES[f]), dtype=np.float32) for f in self.features], axis=-1)
         logit = np.maximum(x @ w1.T + b1, 0.0) @ w2[0] + b2[0]  # [n]
         return torch.from_numpy(1.0 / (1.0 + np.exp(-logit)))
+
+    def _numpy_weights(self) -> tuple[np.ndarray, ...]:
+        """(W1, b1, W2, b2) as numpy views of the parameters (shared memory: training and loading update them in
+        place), made once per device placement."""
+        first, _, last = self.net
+        params = (first.weight, first.bias, last.weight, last.bias)
+        cached = self.__dict__.get("_views")
+        if cached is None or any(v.__array_interface__["data"][0] != p.data_ptr() for v, p in zip(cached, params)):
+            cached = self.__dict__["_views"] = tuple(p.detach().cpu().numpy() for p in params)
+        return cached
 
 
 @dataclass(frozen=True)
@@ -188,7 +197,8 @@ class C2T(Policy):
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         first = cand.top(cand.joint, self.K)  # topK(M_d(N)): the K likeliest children, per tree
-        conf = self.model.confidence(cand).numpy()  # [c]
+        conf = np.full(len(cand), -np.inf)  # [c]; F is read only at those (live: H only for their parents)
+        conf[first] = self.model.confidence(cand.subset(first)).numpy()
         keep = first & (conf > self.beta)
         if self.topk:  # the tree budget left, filled layer by layer (so trees stay connected), most confident first
             room = self.topk - (tree.count() - 1)  # [trees]

@@ -33,8 +33,8 @@ class DySpec(Policy):
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         # a candidate can only end up among the m best nodes if it beats the m-th best value seen so far
         drafted = tree.depth > 0
-        bar = kth_largest(np.r_[tree.tree[drafted], cand.tree], np.r_[tree.joint[drafted], cand.joint], self.m,
-                          cand.n_trees)  # [trees]
+        bar = kth_largest(np.concatenate([tree.tree[drafted], cand.tree]),
+                          np.concatenate([tree.joint[drafted], cand.joint]), self.m, cand.n_trees)  # [trees]
         return cand.joint >= bar[cand.tree]
 
     def finalize(self, tree: Rows) -> np.ndarray:

@@ -1,6 +1,6 @@
-"""Draft specs (`layerskip:N`, `edd:NAME[@V]`, `vdm:NAME[@V]`, `hf:MODEL`, `eagle:FOLDER`): the one parser, the
-checks of a trained draft's files (checkpoint, token ranking) and the layer-skip draft built from the target's own
-layers. Loading a draft against its target is `pairs.load_draft`."""
+"""Draft specs (`layerskip:N`, `edd:NAME[@V]`, `vdm:NAME[@V]`, `hf:MODEL`, `eagle:FOLDER`, `mix:λ:DRAFT`): the one
+parser, the checks of a trained draft's files (checkpoint, token ranking) and the layer-skip draft built from the
+target's own layers. Loading a draft against its target is `pairs.load_draft`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,11 +61,12 @@ def check_draft_file(path: Path) -> dict:
 class DraftSpec:
     """A parsed draft spec: 'layerskip:N', 'edd:NAME' / 'vdm:NAME' with an optional '@V' (the draft head
     keeps the V most frequent tokens of its training data), 'hf:MODEL' or 'eagle:FOLDER' (MODEL, FOLDER: a
-    local folder or a hub id in the HF cache)."""
+    local folder or a hub id in the HF cache), or 'mix:λ:DRAFT' (`drafts.mix`: DRAFT mixed with the target)."""
 
     kind: str
-    arg: str  # N for layerskip, the model for hf / eagle, else the checkpoint name
+    arg: str  # N for layerskip, the model for hf / eagle, the inner draft spec for mix, else the checkpoint name
     vocab: Optional[int] = None
+    weight: Optional[float] = None  # mix: λ, the target's share of the draft distribution (`drafts.mix`)
 
     @property
     def checkpoint(self) -> Optional[Path]:
@@ -77,6 +78,18 @@ def parse_draft(spec: str) -> DraftSpec:
     kind, _, arg = spec.partition(":")
     if kind in ("hf", "eagle") and arg:
         return DraftSpec(kind, arg)
+    if kind == "mix":
+        from spectree.drafts.mix import check_weight
+
+        weight, _, inner = arg.partition(":")
+        try:
+            value = float(weight)
+        except ValueError:
+            raise SpectreeError(f"draft '{spec}': expected mix:λ:DRAFT with λ a number in [0, 1] and DRAFT a "
+                                f"draft spec, e.g. mix:0.6:edd:smollm2-edd") from None
+        if parse_draft(inner).kind == "mix":
+            raise SpectreeError(f"draft '{spec}': a mix draft mixes a real draft, not another mix")
+        return DraftSpec(kind, inner, weight=check_weight(value))
     name, at, vocab = arg.partition("@")
     if kind not in ("layerskip", "edd", "vdm") or not name or (at and (kind == "layerskip" or not vocab.isdigit()
                                                                        or int(vocab) < 1)) \
@@ -84,7 +97,7 @@ def parse_draft(spec: str) -> DraftSpec:
         raise SpectreeError(f"unknown draft '{spec}': expected 'layerskip:N' (N >= 1 target layers), 'edd:NAME[@V]' "
                             f"or 'vdm:NAME[@V]' (V >= 1: the draft head keeps the V most frequent tokens of its "
                             f"training data), 'hf:MODEL' (a standalone causal LM: a folder or a hub id) or "
-                            f"'eagle:FOLDER' (an EAGLE head)")
+                            f"'eagle:FOLDER' (an EAGLE head) or 'mix:λ:DRAFT' (a synthetic draft of quality λ)")
     return DraftSpec(kind, name, int(vocab) if at else None)
 
 

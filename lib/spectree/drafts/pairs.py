@@ -246,6 +246,11 @@ def load_draft(spec: str, target: PreTrainedModel, device: Optional[str] = None,
     from spectree.drafts.edd import EDDDrafter, reduce_vocab
 
     parsed, ids = parse_draft(spec), draft_vocab(spec)
+    if parsed.kind == "mix":
+        from spectree.core.decode import as_drafter
+        from spectree.drafts.mix import MixDrafter
+
+        return MixDrafter(as_drafter(load_draft(parsed.arg, target, device, dtype)), target, parsed.weight)
     if parsed.kind == "layerskip":
         draft = layerskip_draft(target, int(parsed.arg))
     elif parsed.kind == "hf":
@@ -286,9 +291,12 @@ def check_pair_name(name: str) -> PairSpec:
     if not plus or not _is_model(target):
         raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted({**presets(PAIRS), **PAIRS}))}] "
                             f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)}, a model folder or a hub id (owner/name) "
-                            f"in the HF cache, and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N', 'hf:MODEL' or "
-                            f"'eagle:FOLDER'")
+                            f"in the HF cache, and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N', 'hf:MODEL', "
+                            f"'eagle:FOLDER' or 'mix:λ:DRAFT'")
     parsed = parse_draft(draft)
+    if parsed.kind == "mix":  # a synthetic draft (drafts.mix): its real draft is checked as a pair of its own
+        check_pair_name(f"{target}+{parsed.arg}")
+        return PairSpec(target, draft)
     try:
         if target not in TARGETS:
             check_weights(_model_path(target, "target"), target, "target")
@@ -322,6 +330,8 @@ def draft_digest(name: str) -> Optional[str]:
     a layer-skip draft (the target's own layers)."""
     spec = pair_draft(name)
     draft = parse_draft(spec)
+    if draft.kind == "mix":
+        return f"mix:{draft.weight:g}:{draft_digest(pair_parts(name)[0] + '+' + draft.arg)}"
     if draft.kind in ("hf", "eagle"):
         return draft.arg if draft.arg in TARGETS else model_identity(draft.arg)
     if draft.checkpoint is None:
@@ -345,7 +355,8 @@ def pair_identity(name: str) -> dict:
     if not plus:
         return {}
     out = {"target": target_digest(name)} if target not in TARGETS and _is_model(target) else {}
-    if draft.partition(":")[0] in ("hf", "eagle"):
+    real = parse_draft(draft).arg if draft.startswith("mix:") else draft  # a mix draft: its real draft's identity
+    if real.partition(":")[0] in ("hf", "eagle"):
         out["draft"] = draft_digest(name)
     return out
 

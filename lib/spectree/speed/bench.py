@@ -73,6 +73,7 @@ class Run:
     verify_s: float
     tree_s: float = 0.0
     sampled: bool = False  # decoded at temperature > 0: outputs match HF's only by chance (no `exact` column)
+    synthetic: bool = False  # drafted by a synthetic draft (`drafts.mix`): its wall time is no draft's, τ/γ only
 
 
 Policies = Union[Sequence[Policy], Mapping[str, Policy]]  # policies, or {label: policy}
@@ -120,6 +121,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     eos = tok.eos_token_id
     gen = torch.Generator().manual_seed(seed)
     runs: list[Run] = []
+    synthetic = bool(getattr(draft, "synthetic", False))
 
     def decode(name: str, ids: list[int], n: int):
         try:
@@ -163,7 +165,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
             runs.append(Run(name, prompt.key, prompt.category, g.tokens, g.wall_s, g.n_forwards,
                             sum(s.tau for s in g.steps), sum(s.gamma for s in g.steps),
                             sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps),
-                            sum(s.tree_s for s in g.steps)))
+                            sum(s.tree_s for s in g.steps), synthetic=synthetic and policies[name].d_max > 0))
     for run in runs:
         run.sampled = not sampling.greedy
     return runs
@@ -193,9 +195,13 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
     agg["verify_frac"] = agg.verify_s / agg.seconds
     agg["tree_frac"] = agg.tree_s / agg.seconds  # tree construction's share of the decoding time
     agg["ms_per_token"] = 1000 * agg.seconds / agg.tokens
+    agg["synthetic"] = df.groupby("strategy", sort=False).synthetic.any()
+    agg.loc[agg.synthetic, ["tokens_per_s", "speedup", "speedup_same_kernels", "seconds", "ms_per_token",
+                            "draft_frac", "verify_frac", "tree_frac"]] = float("nan")  # a synthetic draft: τ, γ only
     agg = agg.reset_index()
     return agg[["strategy", "tokens_per_s", "speedup", "speedup_same_kernels", "tau", "gamma", "tokens", "forwards",
-                "seconds", "ms_per_token", "draft_frac", "verify_frac", "tree_frac"] + ([] if sampled else ["exact"])]
+                "seconds", "ms_per_token", "draft_frac", "verify_frac", "tree_frac"] + ([] if sampled else ["exact"])
+               + (["synthetic"] if agg.synthetic.any() else [])]
 
 
 @dataclass

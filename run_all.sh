@@ -20,5 +20,6 @@ NOTEBOOKS=(
   08_classifier_surfaces.ipynb
   09_block_sparsity.ipynb
   10_explorer.ipynb
+  11_draft_quality.ipynb
 )
 exec .venv/bin/python -m spectree.reports.runner --notebooks "${NOTEBOOKS[@]}" "$@"

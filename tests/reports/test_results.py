@@ -20,7 +20,9 @@ SUMMARIES = {
                            {"name": "C2T saves γ", "paper": "75-80%", "ours": "70%", "verdict": "inconclusive",
                             "rule": "paired bootstrap over prompts, n ≥ 8 prompts", "n": 5},
                            {"name": "old-style claim", "paper": "x", "ours": None, "verdict": "inconclusive"}]},
-    "04_gamma": {"pair": "pair-one", "temperature": 0.0},
+    "04_gamma": {"pair": "pair-one", "temperature": 0.0,
+                 "tables": {"claims by draft quality": [{"claim": "D claim", "agreement 0.40": "does not hold",
+                                                         "agreement 0.75": "holds", "holds from": "0.75"}]}},
 }
 RUN = {"profile": "quick", "commit": "abc1234", "date": "2000-01-01 00:00 UTC", "device": "CPU, 2 threads"}
 
@@ -134,3 +136,14 @@ def test_notebooks_not_run_now_are_included_and_marked(workbook, no_papermill):
         assert "not run in this invocation" in sections[stem] and "profile default" in sections[stem]
     assert "EAGLE-2 \\| rerank" in sections["02_beta"]
     assert "from the last default run" not in (workbook / "RESULTS.md").read_text()  # written by the default run
+
+
+def test_named_tables_of_a_summary_are_shown_in_results_and_on_the_index(workbook):
+    """Notebook 11's claims-by-draft-quality table (a summary's `tables`) reaches RESULTS.md and index.html."""
+    text = results.render(rows(), RUN).split("## 04_gamma")[1]
+    assert "**claims by draft quality**" in text
+    assert "| claim | agreement 0.40 | agreement 0.75 | holds from |" in text
+    assert "| D claim | does not hold | holds | 0.75 |" in text
+    runner.write_index(rows(), "quick")
+    index = (workbook / "figures" / "index.html").read_text()
+    assert "<h3>claims by draft quality</h3>" in index and "<td>0.75</td>" in index

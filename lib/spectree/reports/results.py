@@ -134,6 +134,20 @@ def _status(row: dict[str, Any]) -> str:
     return str(row["status"])
 
 
+def tables_of(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The summary's named tables (`tables`: title → rows, each a dict of one row's cells), e.g. notebook 11's
+    claims by draft quality; shown on the index page and in RESULTS.md."""
+    tables = summary.get("tables")
+    return {str(t): [r for r in rows if isinstance(r, dict)] for t, rows in tables.items()
+            if isinstance(rows, list)} if isinstance(tables, dict) else {}
+
+
+def _markdown_table(title: str, rows: list[dict[str, Any]]) -> list[str]:
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    return ([f"**{title}**", "", "| " + " | ".join(map(cell, columns)) + " |", "|" + "---|" * len(columns)]
+            + ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows] + [""])
+
+
 def _claims_table(claims: list[dict[str, Any]]) -> list[str]:
     lines = ["| claim | paper | ours | verdict | rule |", "|---|---|---|---|---|"]
     for c in claims:
@@ -166,6 +180,8 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> 
         out += [f"- {key}: {value}" for key, value in facts] + ([""] if facts else [])
         claims = claims_of(summary)
         out += (_claims_table(claims) if claims else ["No claims."]) + [""]
+        for title, table in tables_of(summary).items():
+            out += _markdown_table(title, table)
     out += ["## GPU checklist", ""]
     if not gpu:
         return "\n".join(out + [UNTESTED, ""])

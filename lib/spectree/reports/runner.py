@@ -25,7 +25,7 @@ from spectree.core.manifest import file_digest, reuse_or_rebuild
 from spectree.core.paths import atomic_write_text, data_dir, figures_dir, home
 from spectree.analysis.claims import verdict_text
 from spectree.reports.results import (EARLIER, claims_of, headline, load_summary, record_run, shown, stamp,
-                                      write_results)
+                                      tables_of, write_results)
 
 PROFILES = ("quick", "default", "paper")
 INPUTS = ".inputs.json"  # figures/<notebook>/.inputs.json: the manifest of its last successful run
@@ -186,6 +186,18 @@ def _headline(numbers: dict) -> str:
     return f"<ul>{facts}</ul>"
 
 
+def _tables(numbers: dict) -> str:
+    """The summary's named tables (`results.tables_of`) as HTML tables under their titles."""
+    out = []
+    for title, rows in tables_of(numbers).items():
+        columns = list(dict.fromkeys(k for r in rows for k in r))
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(shown(r.get(c, '')))}</td>" for c in columns) + "</tr>"
+                       for r in rows)
+        out.append(f"<h3>{html.escape(title)}</h3><table><tr>{head}</tr>{body}</table>")
+    return "".join(out)
+
+
 def _claims(claims: list) -> str:
     """The claims as an HTML table: name, paper, ours, verdict (coloured; "inconclusive (n = …)"), rule."""
     if not claims:
@@ -209,7 +221,7 @@ def write_index(rows: list[dict], profile: str) -> Path:
         claims = claims_of(numbers)
         items.append(f'<section><h2><a href="{stem}/report.html">{html.escape(stem)}</a></h2>'
                      f"<p>{html.escape(row['status'])} ({row['seconds']:.0f} s)</p>{_headline(numbers)}"
-                     f"{_claims(claims)}</section>")
+                     f"{_claims(claims)}{_tables(numbers)}</section>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>spectree reports</title><style>{STYLE}</style>"
             f"</head><body><h1>spectree workbook — profile {html.escape(profile)}</h1>"
             f"<p>Also as markdown: <a href='RESULTS.md'>RESULTS.md</a>.</p>{''.join(items)}</body></html>")

@@ -23,6 +23,7 @@ from spectree.reports.figures import (  # noqa: F401
     classifier,
     draft_quality,
     entropy,
+    quality_sweep,
     sparsity,
     speed,
     sweeps,

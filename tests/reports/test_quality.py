@@ -1,0 +1,61 @@
+"""The draft-quality sweep's logic (`reports.quality`, notebook 11) on fixed inputs whose answers are known: the
+pair of a λ, where each claim starts to hold, the agreement a speedup needs, and the projection check; the mix
+draft itself is tested in tests/drafts/test_mix.py and on SmolLM2 in tests/test_real_model.py."""
+import math
+
+import pandas as pd
+import pytest
+
+from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE
+from spectree.core.errors import SpectreeError
+from spectree.reports import quality
+
+
+def test_the_pair_of_each_weight():
+    assert quality.mix_pair("smollm2-edd", 0.0) == "smollm2-edd"  # λ = 0 is the real draft: its own logbooks
+    assert quality.mix_pair("smollm2-edd", 0.6) == "smollm2-135m-instruct+mix:0.6:edd:smollm2-edd"
+    with pytest.raises(SpectreeError, match="0 <= λ <= 1"):
+        quality.mix_pair("smollm2-edd", 1.2)
+    with pytest.raises(SpectreeError, match="already has a mix draft"):
+        quality.mix_pair("smollm2-135m-instruct+mix:0.5:edd:smollm2-edd", 0.6)
+
+
+def q(weight, agreement, verdicts) -> quality.Quality:
+    return quality.Quality(weight, f"log{weight}", {"agreement": agreement}, [
+        {"name": name, "verdict": v} for name, v in verdicts.items()], {}, pd.DataFrame())
+
+
+def test_flips_say_from_which_agreement_a_claim_holds():
+    results = [q(0.6, 0.7, {"a": HOLDS, "b": HOLDS, "c": FAILS, "d": HOLDS}),
+               q(0.0, 0.4, {"a": FAILS, "b": HOLDS, "c": FAILS, "d": HOLDS}),
+               q(0.3, 0.5, {"a": INCONCLUSIVE, "b": HOLDS, "c": HOLDS, "d": FAILS, "e": HOLDS})]
+    table = quality.flips(results).set_index("claim")
+    assert list(table.columns[:3]) == ["agreement 0.40 (λ 0)", "agreement 0.50 (λ 0.3)", "agreement 0.70 (λ 0.6)"]
+    assert table.loc["a", "holds from"] == "0.70 (λ 0.6)"  # holds only at the best draft
+    assert table.loc["b", "holds from"] == "everywhere"
+    assert table.loc["c", "holds from"] == "never in range"  # held at 0.5, not at the best draft
+    assert table.loc["d", "holds from"] == "0.70 (λ 0.6)"  # must hold at every higher agreement
+    assert table.loc["a", "agreement 0.50 (λ 0.3)"] == INCONCLUSIVE
+    assert table.loc["e", "holds from"] == "undecided at the best draft"  # not judged at 0.4 and 0.7
+    assert table.loc["e", "agreement 0.70 (λ 0.6)"] == "—"
+
+
+def test_the_agreement_a_speedup_needs_is_interpolated_or_out_of_range():
+    best = pd.DataFrame({"agreement": [0.4, 0.4, 0.6, 0.8], "speedup": [1.1, 1.2, 1.6, 2.4],
+                         "family": ["chain", "EAGLE-2", "chain", "chain"]})
+    assert quality.agreement_needed(best, 2.0)["agreement"] == pytest.approx(0.7)  # 1.6 → 2.4 between 0.6 and 0.8
+    assert quality.agreement_needed(best, 1.2)["text"].startswith("≤ 0.40")
+    out = quality.agreement_needed(best, 3.0)
+    assert out["agreement"] is None and "best 2.40× at agreement 0.80" in out["text"]
+
+
+def test_the_projection_check_reads_live_speedups_over_our_ar_loop():
+    live = pd.DataFrame({"strategy": ["hf-generate", "AR (our loop)", "chain-2", "PCT"],
+                         "tokens_per_s": [10.0, 20.0, 24.0, 30.0]})
+    projected = pd.DataFrame({"spec": ["chain:k=2", "pct:ratio=0.1"], "speedup": [1.26, 1.8]})
+    table, claim = quality.projection_check(live, projected, {"chain-2": "chain:k=2", "PCT": "pct:ratio=0.1"}, 16)
+    assert table.live.tolist() == [1.2, 1.5] and table.error.round(3).tolist() == [0.05, 0.2]
+    assert claim["verdict"] == FAILS and math.isclose(claim["estimate"], 0.2)  # PCT is 20% off
+    _, good = quality.projection_check(live, projected.assign(speedup=[1.2, 1.55]), {"chain-2": "chain:k=2",
+                                                                                     "PCT": "pct:ratio=0.1"}, 16)
+    assert good["verdict"] == HOLDS

@@ -147,3 +147,29 @@ def test_named_tables_of_a_summary_are_shown_in_results_and_on_the_index(workboo
     runner.write_index(rows(), "quick")
     index = (workbook / "figures" / "index.html").read_text()
     assert "<h3>claims by draft quality</h3>" in index and "<td>0.75</td>" in index
+
+
+def test_a_fresh_checkout_rerunning_one_notebook_keeps_the_other_sections(workbook, no_papermill):
+    """A default run in a checkout with only some summaries (a fresh clone that reran one notebook) keeps the
+    previous RESULTS.md's sections of the others, marked as carried over, their verdicts in the tally."""
+    runner.main(["--profile", "default", "--notebooks", *NOTEBOOKS])
+    before = (workbook / "RESULTS.md").read_text()
+    commit, date = (re.search(rf"^- {k}: (.+)$", before, re.M).group(1) for k in ("commit", "date"))
+    for stem in ("02_beta", "04_gamma"):
+        for f in (workbook / "figures" / stem).iterdir():
+            f.unlink()
+    runner.main(["--profile", "default", "--only", "00_alpha", "--notebooks", *NOTEBOOKS])
+    root = (workbook / "RESULTS.md").read_text()
+    old, new = results.sections(before), results.sections(root)
+    assert list(new) == list(old)
+    for stem in ("02_beta", "04_gamma"):
+        assert results.CARRIED in new[stem]
+        then = [x.replace("ran in this invocation", f"ran in the default run of commit {commit}, {date}")
+                for x in old[stem] if x]  # its status line no longer claims this invocation
+        assert [x for x in new[stem] if x and x != results.CARRIED] == then
+    assert "- claims: 1 holds, 1 does not hold, 2 inconclusive" in root  # 02_beta's verdicts still counted
+    assert "- pairs: pair-one, pair-two" in root
+    figures_copy = (workbook / "figures" / "RESULTS.md").read_text()
+    assert root.replace("](figures/", "](") == figures_copy
+    runner.main(["--profile", "default", "--only", "00_alpha", "--notebooks", *NOTEBOOKS])  # carried twice: once marked
+    assert (workbook / "RESULTS.md").read_text().count(results.CARRIED) == 2

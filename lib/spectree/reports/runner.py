@@ -259,11 +259,12 @@ def main(argv: list[str] | None = None) -> int:
         status, seconds = run_notebook(name, args.profile, values, args.force, run)
         rows.append({"notebook": name, "status": status, "seconds": seconds})
     ran = {r["notebook"] for r in rows}
-    earlier = [{"notebook": n, "status": EARLIER, "seconds": 0.0} for n in args.notebooks if n not in ran
-               and any((figures_dir() / Path(n).stem / f).exists() for f in ("report.html", "summary.json"))]
-    everything = sorted(rows + earlier, key=lambda r: r["notebook"])
-    index = write_index(everything, args.profile)
-    results = write_results(everything, args.profile, run)
+    earlier = [{"notebook": n, "status": EARLIER, "seconds": 0.0} for n in args.notebooks if n not in ran]
+    shown = [r for r in earlier if any((figures_dir() / Path(r["notebook"]).stem / f).exists()
+                                       for f in ("report.html", "summary.json"))]
+    index = write_index(sorted(rows + shown, key=lambda r: r["notebook"]), args.profile)
+    # RESULTS.md also keeps the previous file's sections of notebooks this checkout has no figures of
+    results = write_results(sorted(rows + earlier, key=lambda r: r["notebook"]), args.profile, run)
     print(f"\n{'notebook':<32}{'status':<10}{'seconds':>8}")
     for row in rows:
         print(f"{row['notebook']:<32}{row['status']:<10}{row['seconds']:>8.1f}")

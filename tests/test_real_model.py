@@ -126,20 +126,19 @@ def test_draft_training_resumes_exactly_and_exports(smollm2_pair, tmp_path, monk
     assert load_trained_draft(path, target).hidden_layer == target.config.num_hidden_layers - 3
 
 
-@pytest.mark.parametrize("weight", [0.5, 1.0])
-def test_mix_drafts_on_smollm2_are_lossless_and_the_oracle_accepts_every_chain(weight):
-    """`mix:λ:edd:smollm2-edd` (drafts.mix) on the real target: greedy output identical to HF `generate`; at λ = 1
-    (the target's own distribution) every chain of depth 3 is accepted whole, τ = 4, but where the output ends."""
+def test_a_mix_draft_on_smollm2_is_lossless_and_the_oracle_accepts_every_chain():
+    """`mix:λ:edd:smollm2-edd` (drafts.mix) on the real target at λ = 1 (the target's own distribution): greedy
+    output identical to HF `generate`, and every chain of depth 3 accepted whole, τ = 4, but where the output ends
+    (0 < λ < 1 is decoded losslessly on the tiny pair of tests/drafts/test_mix.py)."""
     from spectree.drafts.pairs import load_pair
 
-    models = load_pair(f"smollm2-135m-instruct+mix:{weight}:edd:smollm2-edd")
+    models = load_pair("smollm2-135m-instruct+mix:1:edd:smollm2-edd")
     prompts = load_prompts("mtbench", 2) + load_prompts("humaneval", 2)
     specs = ["chain:k=3", "dyspec:m=8,K=4,d_max=4"]
     runs = run_strategies(models, prompts, {s: parse_strategy(s) for s in specs}, 24, warmup=False)
     assert not find_mismatches(models, runs, prompts)
-    if weight == 1.0:
-        target, draft, tok = models
-        for prompt in prompts:
-            steps = speculative_generate(target, draft, chat_ids(tok, prompt.text), parse_strategy("chain:k=3"), 24,
-                                         eos_ids=(tok.eos_token_id,)).steps
-            assert [s.tau for s in steps[:-1]] == [4] * (len(steps) - 1), [s.tau for s in steps]
+    target, draft, tok = models
+    for prompt in prompts:
+        steps = speculative_generate(target, draft, chat_ids(tok, prompt.text), parse_strategy("chain:k=3"), 24,
+                                     eos_ids=(tok.eos_token_id,)).steps
+        assert [s.tau for s in steps[:-1]] == [4] * (len(steps) - 1), [s.tau for s in steps]

@@ -59,3 +59,11 @@ def test_the_projection_check_reads_live_speedups_over_our_ar_loop():
     _, good = quality.projection_check(live, projected.assign(speedup=[1.2, 1.55]), {"chain-2": "chain:k=2",
                                                                                      "PCT": "pct:ratio=0.1"}, 16)
     assert good["verdict"] == HOLDS
+
+
+def test_agreement_counts_the_top_child_of_each_root_only():
+    tokens = pd.DataFrame({"depth": [1, 1, 1, 2, 1, 1], "rank": [0, 1, 0, 0, 0, 2],
+                           "accept": [1.0, 1.0, 0.0, 1.0, 1.0, 0.0]})  # three roots' top children: 1, 0, 1
+    out = quality.agreement(tokens)
+    assert out["positions"] == 3 and out["agreement"] == pytest.approx(2 / 3)
+    assert out["low"] < 2 / 3 < out["high"]

@@ -77,10 +77,10 @@ def quality_logbook(models: tuple, pair: str, weight: float, prompts: str, cfg: 
     return read_logbook(out), out.name
 
 
-def agreement(logbook: Sequence[LoggedPrompt]) -> dict[str, float]:
-    """Top-1 agreement at draft position 1: the share of logged positions whose draft's top token is the target's
-    greedy next token, with its 95% Wilson interval (scipy) and the number of positions."""
-    tokens = logbook_tokens(logbook)
+def agreement(tokens: pd.DataFrame) -> dict[str, float]:
+    """Top-1 agreement at draft position 1 from a logbook's token table (`logbook_tokens`): the share of logged
+    positions whose draft's top token is the target's greedy next token, with its 95% Wilson interval (scipy) and
+    the number of positions."""
     first = tokens[(tokens.depth == 1) & (tokens["rank"] == 0)]
     k, n = int(first.accept.sum()), len(first)
     if n == 0:
@@ -118,12 +118,11 @@ def strategy_claims(logbook: list[LoggedPrompt], name: str, pair: str, s: SweepS
     return collect_claims(table), table
 
 
-def analysis_claims(logbook: Sequence[LoggedPrompt], n_resamples: int = 1000
+def analysis_claims(tokens: pd.DataFrame, n_resamples: int = 1000
                     ) -> tuple[list[dict[str, Any]], dict[str, Optional[float]]]:
-    """The readings of notebooks 04–07 on the logbook's examined tokens (greedy acceptance): C2T Fig. 2's top-1
-    bias at high and low entropy, EDD's ECE, DySpec Fig. 2's Spearman ρ, Gunjur's crossover entropy. Returns
-    (claims, {reading: value})."""
-    tokens = logbook_tokens(logbook)
+    """The readings of notebooks 04–07 on a logbook's token table (`logbook_tokens`; greedy acceptance): C2T
+    Fig. 2's top-1 bias at high and low entropy, EDD's ECE, DySpec Fig. 2's Spearman ρ, Gunjur's crossover
+    entropy. Returns (claims, {reading: value})."""
     cells = stats.cell_table(tokens, min_count=30)
     bias = stats.c2t_claims(tokens, cells, n_resamples=n_resamples)
     diagrams, _ = stats.calibration_diagrams(tokens, n_resamples=n_resamples)
@@ -188,13 +187,13 @@ class Quality:
 def measure(logbook: list[LoggedPrompt], name: str, pair: str, weight: float, s: SweepSettings, cost,
             n_resamples: int = 1000) -> Quality:
     """Every reading of one λ's logbook (`name`: its folder's, which also names its C2T classifier)."""
+    tokens = logbook_tokens(logbook)  # one token table for the agreement and the 04–07 readings
     strategy, _ = strategy_claims(logbook, name, pair, s)
-    analysis, readings = analysis_claims(logbook, n_resamples)
+    analysis, readings = analysis_claims(tokens, n_resamples)
     families = projection_policies(s, name, cost.ratio)
-    tokens = logbook_tokens(logbook)
     counts = {"logged nodes": int(sum((lp.nodes.node > 0).sum() for lp in logbook)),
               "examined tokens": int(tokens.examined.sum())}
-    return Quality(weight, name, agreement(logbook), strategy + analysis, readings, projected(logbook, families, cost),
+    return Quality(weight, name, agreement(tokens), strategy + analysis, readings, projected(logbook, families, cost),
                    counts)
 
 

@@ -1,13 +1,16 @@
+import math
+
 import numpy as np
+import pytest
 import torch
 from scipy.stats import chisquare
 
 from spectree.core.sampling import (
     entropy,
-    log_partition_and_entropy,
     rank_in_row,
     row_topk,
     sample_without_replacement,
+    softmax_entropy,
     top_values,
     topm_entropy,
 )
@@ -39,12 +42,16 @@ def test_top_values_are_the_top_m_of_each_row_ties_and_minus_infinity_included()
         assert np.array_equal(got, np.sort(x.topk(m, dim=-1).values.numpy(), axis=-1)), (v, m)
 
 
-def test_log_partition_and_entropy_match_the_definitions():
+def test_softmax_entropy_matches_the_definition():
     x = torch.randn(5, 3000, generator=torch.Generator().manual_seed(1)) * 4
     x[0, :10] = float("-inf")  # masked tokens contribute nothing
-    log_z, h = log_partition_and_entropy(x)
-    assert torch.allclose(log_z, torch.logsumexp(x, -1), atol=1e-5)
-    assert torch.allclose(h, entropy(torch.softmax(x, -1)), atol=1e-4)
+    p = torch.softmax(x, -1)
+    top, top_prob = x.amax(-1), p.amax(-1)
+    reference = entropy(torch.softmax(x.double(), -1))
+    assert torch.allclose(softmax_entropy(p, x, top, top_prob).double(), reference, atol=1e-4)
+    flat = torch.zeros(1, 3000)  # the uniform row: log V
+    assert softmax_entropy(torch.softmax(flat, -1), flat, flat.amax(-1), torch.full((1,), 1 / 3000)).item() \
+        == pytest.approx(math.log(3000), abs=1e-4)
 
 
 def test_topm_entropy_is_the_entropy_of_the_renormalised_top_m_probabilities():

@@ -15,10 +15,12 @@ from spectree.core.errors import SpectreeError, TreeTooLarge
 from spectree.core.policy import OPTIONAL_FEATURES, Lazy, NodeTable, Policy, Rows, computed_columns, grow
 from spectree.core.sampling import (
     Sampling,
-    log_partition_and_entropy,
+    chunk_maxima,
     rank_in_row,
     row_topk,
     sample_without_replacement,
+    softmax_entropy,
+    top_values_chunk,
     topm_entropy,
 )
 from spectree.core.tree import DraftTree, root_columns
@@ -111,35 +113,39 @@ def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sam
     logits = logits.float().cpu()  # passes over the vocabulary in torch; a few numbers per child in numpy
     f = logits.shape[0]
     wants_p, wants_h = "draft_prob" in features, "entropy" in features
+    topm = "entropy_topm" in features and kept is None
+    shared = chunk_maxima(logits, top_values_chunk(logits.shape[1], TOP_M)) if topm else None  # [f, C], read twice
     if sampling.greedy:
         warped, drawn = None, None
-        top, tok = row_topk(logits, k)  # [f, k] descending
-        top_logit = top[:, 0]  # [f], shared by log Z and the confidence
-        cols = {"rank": np.tile(np.arange(k), f)}
+        top, tok = row_topk(logits, k, maxima=shared)  # [f, k] descending
+        cols = {"rank": np.arange(f * k) % k}
     else:
-        top_logit = logits.amax(-1)  # [f], shared by log Z, the warped distribution and the confidence
-        warped = sampling.probs(logits, top_logit)
+        warped = sampling.probs(logits)
         tok, drawn = sample_without_replacement(warped, k, generator)  # [f, k] in sample order
-        top = logits.gather(-1, tok) if wants_p or "rank" in features else None
-        cols = {"rank": rank_in_row(logits, top).numpy().ravel()} if "rank" in features else {}
+        cols = {"rank": rank_in_row(logits, logits.gather(-1, tok)).numpy().ravel()} if "rank" in features else {}
         drawn = drawn.numpy().ravel()
     cols.update(tokens=tok.numpy().ravel(), parents=frontier.idx.repeat(k), depth=(frontier.depth + 1).repeat(k))
     if wants_p or wants_h:
-        log_z, ent = (t.numpy() for t in log_partition_and_entropy(logits, top_logit, wants_h))  # [f]
+        probs = torch.softmax(logits, -1)  # [f, V] the raw (T = 1) distribution: one fused pass
+        p_max = probs.gather(-1, tok[:, :1])[:, 0] if sampling.greedy else probs.amax(-1)  # [f] the top token's
         if wants_h:
-            cols["entropy"] = ent.repeat(k)
+            top_logit = top[:, 0] if sampling.greedy else logits.amax(-1)  # [f]
+            cols["entropy"] = softmax_entropy(probs, logits, top_logit, p_max).numpy().repeat(k)
         if wants_p:
-            p = np.exp(top.numpy() - log_z[:, None])  # [f, k] raw (T = 1) probabilities
+            p = probs.gather(-1, tok).numpy()  # [f, k]
             cols.update(draft_prob=p.ravel(), joint=(frontier.joint[:, None] * p).ravel(),
-                        confidence=np.exp(top_logit.numpy() - log_z).repeat(k))  # the top token's probability
+                        confidence=p_max.numpy().repeat(k))
     row = np.arange(f).repeat(k)  # [c] each candidate's frontier row
     if drawn is not None:  # a row with fewer than k tokens of positive probability offers fewer children
         cols, row = {name: col[drawn] for name, col in cols.items()}, row[drawn]
     if "entropy_topm" in features:  # per parent row, only where the policy reads it (C2T: its K likeliest children)
         def entropy_topm(off: np.ndarray) -> np.ndarray:
             rows, inverse = np.unique(row[off], return_inverse=True)
-            block = logits if len(rows) == f else logits[torch.from_numpy(rows)]  # [r, V]
-            return topm_entropy(block if kept is None else block[:, kept], TOP_M).numpy()[inverse]
+            if len(rows) == f:
+                block, maxima = logits, shared  # [r, V], [r, C]
+            else:
+                block, maxima = logits[torch.from_numpy(rows)], shared[torch.from_numpy(rows)] if topm else None
+            return topm_entropy(block if kept is None else block[:, kept], TOP_M, maxima).numpy()[inverse]
         cols["entropy_topm"] = Lazy(entropy_topm)
     return cols, warped
 

@@ -62,10 +62,11 @@ class C2TClassifier(nn.Module):
         place), made once per device placement."""
         first, _, last = self.net
         params = (first.weight, first.bias, last.weight, last.bias)
+        where = tuple(p.data_ptr() for p in params)
         cached = self.__dict__.get("_views")
-        if cached is None or any(v.__array_interface__["data"][0] != p.data_ptr() for v, p in zip(cached, params)):
-            cached = self.__dict__["_views"] = tuple(p.detach().cpu().numpy() for p in params)
-        return cached
+        if cached is None or cached[0] != where:
+            cached = self.__dict__["_views"] = (where, tuple(p.detach().cpu().numpy() for p in params))
+        return cached[1]
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,24 @@ def test_tree_forward_matches_sequential_logits_on_every_path(tiny_target):
         assert torch.allclose(logits[path], ref, atol=1e-5)
 
 
+def test_a_chain_feed_takes_hf_own_causal_path_and_refuses_uncommitted_entries(tiny_target):
+    import pytest
+
+    from spectree.core.errors import SpectreeError
+
+    prompt = [3, 14, 15, 92, 65, 35, 89, 79, 32, 38]
+    lm = CachedLM(tiny_target)
+    with torch.inference_mode():
+        assert torch.equal(lm.feed_chain(torch.tensor(prompt)).logits[0], sequential_logits(tiny_target, prompt))
+        later = lm.feed_chain(torch.tensor([7, 8])).logits[0]  # after the cached prompt: HF's mask over the cache
+    assert torch.allclose(later, sequential_logits(tiny_target, prompt + [7, 8])[-2:], atol=1e-5)
+    tree = make_tree([-1, 0], prefix_len=len(prompt) + 2)
+    tree.tokens = torch.tensor([8, 11])
+    lm.feed_tree(tree, torch.arange(2))
+    with pytest.raises(SpectreeError, match="uncommitted"):
+        lm.feed_chain(torch.tensor([9]))
+
+
 def test_keep_path_leaves_the_cache_of_the_sequential_prefix(tiny_target):
     prefix = [5, 6, 7, 8]
     tree = make_tree(PARENTS, prefix_len=len(prefix))

@@ -24,7 +24,7 @@ from spectree.core.sampling import (
     topm_entropy,
 )
 from spectree.core.tree import DraftTree, root_columns
-from spectree.core.treeattn import (cache_len, causal_allowed, forward_with_mask, keep_slots, slab_cache, tree_allowed,
+from spectree.core.treeattn import (cache_len, forward_with_mask, keep_slots, slab_cache, tree_allowed,
                                     truncate)
 
 TOP_M = 1000  # C2T: entropy over the top-M probabilities
@@ -62,8 +62,10 @@ class CachedLM:
         """Append committed entries (token ids [k] or embeddings [k, H]), causally; returns the model
         output (logits [1, k, V]; [1, 1, V], the last entry's, when `last_only`)."""
         k = int(tokens.shape[0])
-        out = self._forward(tokens, self.committed + torch.arange(k), causal_allowed(cache_len(self.cache), k),
-                            output_hidden_states, last_only)
+        if cache_len(self.cache) != self.committed:
+            raise SpectreeError(f"feed_chain after {cache_len(self.cache) - self.committed} uncommitted tree entries: "
+                                "rollback or keep_path first")
+        out = self._forward(tokens, self.committed + torch.arange(k), None, output_hidden_states, last_only)
         self.committed += k
         return out
 

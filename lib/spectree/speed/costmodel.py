@@ -77,7 +77,7 @@ def time_forward(model, n: int, prefix: int, repeats: int) -> float:
     cache = slab_cache(model.config)  # the cache the decoder uses
     gen = torch.Generator().manual_seed(0)
     forward_with_mask(model, cache, torch.randint(vocab, (prefix,), generator=gen), torch.arange(prefix),
-                      causal_allowed(0, prefix), last_only=True)  # a prefill, as the decoder's
+                      None, last_only=True)  # a prefill, as the decoder's
     tokens, positions = torch.randint(vocab, (n,), generator=gen), prefix + torch.arange(n)
     allowed = causal_allowed(prefix, n)  # the cost of attention does not depend on the mask's pattern
     times = []

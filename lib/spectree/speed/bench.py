@@ -8,6 +8,7 @@ the same packed kernels as our decoder) separates what the kernels gain from wha
 """
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from spectree.core.kernels import is_packed, stock_kernels
 from spectree.core.policy import Policy
 from spectree.core.sampling import Sampling
 from spectree.prompts import Prompt, chat_ids, check_prompts
+from spectree.speed.load import OtherLoad, busy_warning
 
 HF = "hf-generate"
 HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
@@ -74,6 +76,7 @@ class Run:
     tree_s: float = 0.0
     sampled: bool = False  # decoded at temperature > 0: outputs match HF's only by chance (no `exact` column)
     synthetic: bool = False  # drafted by a synthetic draft (`drafts.mix`): its wall time is no draft's, τ/γ only
+    other_cores: float = math.nan  # cores other processes used meanwhile (`speed.load`; NaN: unknown)
 
 
 Policies = Union[Sequence[Policy], Mapping[str, Policy]]  # policies, or {label: policy}
@@ -139,33 +142,39 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
         hf_generate(target, ids, 4, sampling, eos)
         for name in list(policies):
             decode(name, ids, 4)
+
+    def reference(name: str, prompt: Prompt, ids: list[int], **kwargs) -> list[int]:
+        with OtherLoad() as load:
+            t0 = time.perf_counter()
+            out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed, **kwargs)
+            seconds = time.perf_counter() - t0
+        n = len(out) if name in (HF, HF_PACKED) else 0  # HF's own loop: one forward per token
+        runs.append(Run(name, prompt.key, prompt.category, out, seconds, n, n, 0, 0.0, 0.0, other_cores=load.cores))
+        return out
+
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):
         ids = chat_ids(tok, prompt.text)
-        t0 = time.perf_counter()
         with stock_kernels(target, draft_model(draft)):
-            ref = hf_generate(target, ids, max_new_tokens, sampling, eos, seed)
-        runs.append(Run(HF, prompt.key, prompt.category, ref, time.perf_counter() - t0, len(ref), len(ref), 0, 0.0, 0.0))
+            reference(HF, prompt, ids)
         if hf_packed:
-            t0 = time.perf_counter()
-            out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed)
-            runs.append(Run(HF_PACKED, prompt.key, prompt.category, out, time.perf_counter() - t0, len(out), len(out),
-                            0, 0.0, 0.0))
+            reference(HF_PACKED, prompt, ids)
         if assistant is not None:
-            t0 = time.perf_counter()
-            out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed, assistant)
-            runs.append(Run(HF_ASSISTED, prompt.key, prompt.category, out, time.perf_counter() - t0, 0, 0, 0, 0.0, 0.0))
+            reference(HF_ASSISTED, prompt, ids, assistant=assistant)
         if hf_lookup > 0:
-            t0 = time.perf_counter()
-            out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed, lookup=hf_lookup)
-            runs.append(Run(HF_LOOKUP, prompt.key, prompt.category, out, time.perf_counter() - t0, 0, 0, 0, 0.0, 0.0))
+            reference(HF_LOOKUP, prompt, ids, lookup=hf_lookup)
         for name in list(policies):
-            g = decode(name, ids, max_new_tokens)
+            with OtherLoad() as load:
+                g = decode(name, ids, max_new_tokens)
             if g is None:
                 continue
             runs.append(Run(name, prompt.key, prompt.category, g.tokens, g.wall_s, g.n_forwards,
                             sum(s.tau for s in g.steps), sum(s.gamma for s in g.steps),
                             sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps),
-                            sum(s.tree_s for s in g.steps), synthetic=synthetic and policies[name].d_max > 0))
+                            sum(s.tree_s for s in g.steps), synthetic=synthetic and policies[name].d_max > 0,
+                            other_cores=load.cores))
+    why = busy_warning([r.other_cores for r in runs], [r.seconds for r in runs])
+    if why:
+        warnings.warn(why)
     for run in runs:
         run.sampled = not sampling.greedy
     return runs
@@ -183,7 +192,8 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
     agg = df.groupby("strategy", sort=False).agg(
         tokens=("n_tokens", "sum"), seconds=("seconds", "sum"), forwards=("forwards", "sum"),
         tau_sum=("tau_sum", "sum"), gamma_sum=("gamma_sum", "sum"), draft_s=("draft_s", "sum"),
-        verify_s=("verify_s", "sum"), tree_s=("tree_s", "sum"), exact=("exact", "mean"))
+        verify_s=("verify_s", "sum"), tree_s=("tree_s", "sum"), exact=("exact", "mean"),
+        other_cores=("other_cores", "mean"))
     agg["tokens_per_s"] = agg.tokens / agg.seconds
     agg["speedup"] = agg.tokens_per_s / agg.loc[HF, "tokens_per_s"]
     # against HF generate on the same prepacked kernels: what speculation gains beyond the kernels
@@ -200,7 +210,8 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
                             "draft_frac", "verify_frac", "tree_frac"]] = float("nan")  # a synthetic draft: τ, γ only
     agg = agg.reset_index()
     return agg[["strategy", "tokens_per_s", "speedup", "speedup_same_kernels", "tau", "gamma", "tokens", "forwards",
-                "seconds", "ms_per_token", "draft_frac", "verify_frac", "tree_frac"] + ([] if sampled else ["exact"])
+                "seconds", "ms_per_token", "draft_frac", "verify_frac", "tree_frac", "other_cores"]
+               + ([] if sampled else ["exact"])
                + (["synthetic"] if agg.synthetic.any() else [])]
 
 

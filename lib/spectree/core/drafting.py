@@ -143,10 +143,8 @@ def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sam
     if "entropy_topm" in features:  # per parent row, only where the policy reads it (C2T: its K likeliest children)
         def entropy_topm(off: np.ndarray) -> np.ndarray:
             rows, inverse = np.unique(row[off], return_inverse=True)
-            if len(rows) == f:
-                block, maxima = logits, shared  # [r, V], [r, C]
-            else:
-                block, maxima = logits[torch.from_numpy(rows)], shared[torch.from_numpy(rows)] if topm else None
+            pick = slice(None) if len(rows) == f else torch.from_numpy(rows)
+            block, maxima = logits[pick], None if shared is None else shared[pick]  # [r, V], [r, C]
             return topm_entropy(block if kept is None else block[:, kept], TOP_M, maxima).numpy()[inverse]
         cols["entropy_topm"] = Lazy(entropy_topm)
     return cols, warped

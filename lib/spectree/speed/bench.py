@@ -1,10 +1,11 @@
 """Speed and losslessness, measured side by side in one run against HF `generate` on the same target.
 
 Tokens are counted the same way for every method: new tokens after the prompt, cut at max_new_tokens
-and just after EOS. Prompts are interleaved (HF, then every strategy, per prompt) so drift in machine
-load hits all methods alike. The reference `hf-generate` always runs on the stock kernels; when the pair
-was loaded with prepacked weights (`load_pair(..., packed=True)`), `hf-generate-packed` (HF `generate` on
-the same packed kernels as our decoder) separates what the kernels gain from what speculation gains.
+and just after EOS. Prompts are interleaved (HF, then every strategy, per prompt; with `repeats`, that pass
+`repeats` times in a row per prompt) so drift in machine load hits all methods alike. The reference
+`hf-generate` always runs on the stock kernels; when the pair was loaded with prepacked weights
+(`load_pair(..., packed=True)`), `hf-generate-packed` (HF `generate` on the same packed kernels as our decoder)
+separates what the kernels gain from what speculation gains.
 """
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ class Run:
     sampled: bool = False  # decoded at temperature > 0: outputs match HF's only by chance (no `exact` column)
     synthetic: bool = False  # drafted by a synthetic draft (`drafts.mix`): its wall time is no draft's, τ/γ only
     other_cores: float = math.nan  # cores other processes used meanwhile (`speed.load`; NaN: unknown)
+    repeat: int = 0  # which of the `repeats` timed passes over this prompt (`run_strategies`)
 
 
 Policies = Union[Sequence[Policy], Mapping[str, Policy]]  # policies, or {label: policy}
@@ -95,10 +97,12 @@ def labelled(policies: Policies) -> dict[str, Policy]:
 def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_tokens: int,
                    sampling: Sampling = Sampling(), seed: int = 0, warmup: bool = True,
                    hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None,
-                   hf_packed: Optional[bool] = None, hf_lookup: int = 0) -> list[Run]:
+                   hf_packed: Optional[bool] = None, hf_lookup: int = 0, repeats: int = 1) -> list[Run]:
     """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
     standalone draft, and HF prompt lookup decoding with `hf_lookup` candidate tokens: reference rows) and each
-    policy; one `Run` per (prompt, method), named by the policy's label. With packed
+    policy; one `Run` per (prompt, method, repeat), named by the policy's label. Each prompt is decoded by every
+    method once per pass, `repeats` passes in a row (`Run.repeat`), so load drift hits all methods alike; under
+    greedy decoding the passes must give the same tokens (a warning says where they do not). With packed
     models, `hf_packed` (default: yes) also times HF `generate` on the packed kernels. A policy whose trees
     outgrow `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped` (before decoding when
     its setting alone does, `Policy.oversized`). Every prompt is checked against the target first (`check_prompt`:
@@ -118,7 +122,9 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                 skipped[name] = why
     if not prompts:
         raise SpectreeError("no prompts to decode: give at least one")
-    depth = max((p.d_max for p in policies.values()), default=0)
+    if not isinstance(repeats, int) or repeats < 1:
+        raise SpectreeError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    depth = max((p.max_depth for p in policies.values()), default=0)
     check_prompts(prompts, tok, target.config, max_new_tokens, depth)
     hf_packed = is_packed(target) if hf_packed is None else hf_packed and is_packed(target)
     eos = tok.eos_token_id
@@ -143,25 +149,25 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
         for name in list(policies):
             decode(name, ids, 4)
 
-    def reference(name: str, prompt: Prompt, ids: list[int], **kwargs) -> list[int]:
+    def reference(name: str, prompt: Prompt, ids: list[int], repeat: int, **kwargs) -> None:
         with OtherLoad() as load:
             t0 = time.perf_counter()
             out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed, **kwargs)
             seconds = time.perf_counter() - t0
         n = len(out) if name in (HF, HF_PACKED) else 0  # HF's own loop: one forward per token
-        runs.append(Run(name, prompt.key, prompt.category, out, seconds, n, n, 0, 0.0, 0.0, other_cores=load.cores))
-        return out
+        runs.append(Run(name, prompt.key, prompt.category, out, seconds, n, n, 0, 0.0, 0.0, other_cores=load.cores,
+                        repeat=repeat))
 
-    for prompt in tqdm(prompts, desc="bench", unit="prompt"):
-        ids = chat_ids(tok, prompt.text)
+    def one_pass(prompt: Prompt, ids: list[int], repeat: int) -> None:
+        """Every method once on one prompt: the references, then each policy in order."""
         with stock_kernels(target, draft_model(draft)):
-            reference(HF, prompt, ids)
+            reference(HF, prompt, ids, repeat)
         if hf_packed:
-            reference(HF_PACKED, prompt, ids)
+            reference(HF_PACKED, prompt, ids, repeat)
         if assistant is not None:
-            reference(HF_ASSISTED, prompt, ids, assistant=assistant)
+            reference(HF_ASSISTED, prompt, ids, repeat, assistant=assistant)
         if hf_lookup > 0:
-            reference(HF_LOOKUP, prompt, ids, lookup=hf_lookup)
+            reference(HF_LOOKUP, prompt, ids, repeat, lookup=hf_lookup)
         for name in list(policies):
             with OtherLoad() as load:
                 g = decode(name, ids, max_new_tokens)
@@ -171,34 +177,63 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             sum(s.tau for s in g.steps), sum(s.gamma for s in g.steps),
                             sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps),
                             sum(s.tree_s for s in g.steps), synthetic=synthetic and policies[name].d_max > 0,
-                            other_cores=load.cores))
+                            other_cores=load.cores, repeat=repeat))
+
+    for prompt in tqdm(prompts, desc="bench", unit="prompt"):
+        ids = chat_ids(tok, prompt.text)
+        for repeat in range(repeats):
+            one_pass(prompt, ids, repeat)
     why = busy_warning([r.other_cores for r in runs], [r.seconds for r in runs])
-    if why:
-        warnings.warn(why)
+    for message in ([why] if why else []) + (unsteady_outputs(runs) if sampling.greedy else []):
+        warnings.warn(message)
     for run in runs:
         run.sampled = not sampling.greedy
     return runs
 
 
+def unsteady_outputs(runs: list[Run]) -> list[str]:
+    """One line per (method, prompt) whose repeats gave different tokens: under greedy decoding they must not
+    (nondeterministic kernels, or a bug)."""
+    seen: dict[tuple[str, str], list[int]] = {}
+    out = []
+    for r in runs:
+        first = seen.setdefault((r.strategy, r.prompt), r.tokens)
+        if r.tokens != first:
+            out.append(f"{r.strategy} gave other tokens on {r.prompt} in repeat {r.repeat} than in its first repeat")
+    return out
+
+
+def repeat_speedups(df: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """[strategy × repeat] speedups: a method's tokens/s over `reference`'s in the same repeat, each summed over
+    the prompts (Σ tokens / Σ seconds); all NaN without `reference` rows. `df`: runs as rows, n_tokens added."""
+    sums = df.groupby(["strategy", "repeat"], sort=False)[["n_tokens", "seconds"]].sum()
+    rate = (sums.n_tokens / sums.seconds).unstack("repeat")
+    return rate / rate.loc[reference] if reference in rate.index else rate * float("nan")
+
+
 def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFrame:
     """One row per method: tokens/s, speedup vs HF generate, mean τ and γ per target forward, time split,
     and, unless the runs were `sampled` (T > 0, where it means nothing; None: any run says so, `Run.sampled`),
-    `exact`: the fraction of prompts whose output equals HF's exactly, lengths included."""
+    `exact`: the fraction of runs whose output equals HF's in the same repeat exactly, lengths included.
+    Everything is pooled over prompts and repeats, except the speedups: `speedup` (= `speedup_median`) is the
+    median over repeats of each repeat's speedup (`repeat_speedups`), `speedup_min` the smallest, and
+    `speedup_same_kernels` the median against HF generate on the packed kernels; one repeat: the pooled ratio."""
     sampled = any(r.sampled for r in runs) if sampled is None else sampled
     df = pd.DataFrame([r.__dict__ for r in runs])
     df["n_tokens"] = df.tokens.map(len)
-    ref = df[df.strategy == HF].set_index("prompt").tokens
-    df["exact"] = [t == ref[p] for t, p in zip(df.tokens, df.prompt)]
+    ref = df[df.strategy == HF].set_index(["prompt", "repeat"]).tokens
+    df["exact"] = [t == ref[p, r] for t, p, r in zip(df.tokens, df.prompt, df.repeat)]
     agg = df.groupby("strategy", sort=False).agg(
         tokens=("n_tokens", "sum"), seconds=("seconds", "sum"), forwards=("forwards", "sum"),
         tau_sum=("tau_sum", "sum"), gamma_sum=("gamma_sum", "sum"), draft_s=("draft_s", "sum"),
         verify_s=("verify_s", "sum"), tree_s=("tree_s", "sum"), exact=("exact", "mean"),
         other_cores=("other_cores", "mean"))
     agg["tokens_per_s"] = agg.tokens / agg.seconds
-    agg["speedup"] = agg.tokens_per_s / agg.loc[HF, "tokens_per_s"]
+    speedups = repeat_speedups(df, HF)
+    agg["speedup"] = agg["speedup_median"] = speedups.median(axis=1)
+    agg["speedup_min"] = speedups.min(axis=1)
     # against HF generate on the same prepacked kernels: what speculation gains beyond the kernels
-    agg["speedup_same_kernels"] = (agg.tokens_per_s / agg.loc[HF_PACKED, "tokens_per_s"]
-                                   if HF_PACKED in agg.index else float("nan"))
+    agg["speedup_same_kernels"] = repeat_speedups(df, HF_PACKED).median(axis=1)
     agg["tau"] = agg.tau_sum / agg.forwards
     agg["gamma"] = agg.gamma_sum / agg.forwards
     agg["draft_frac"] = agg.draft_s / agg.seconds
@@ -206,11 +241,12 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
     agg["tree_frac"] = agg.tree_s / agg.seconds  # tree construction's share of the decoding time
     agg["ms_per_token"] = 1000 * agg.seconds / agg.tokens
     agg["synthetic"] = df.groupby("strategy", sort=False).synthetic.any()
-    agg.loc[agg.synthetic, ["tokens_per_s", "speedup", "speedup_same_kernels", "seconds", "ms_per_token",
-                            "draft_frac", "verify_frac", "tree_frac"]] = float("nan")  # a synthetic draft: τ, γ only
-    agg = agg.reset_index()
-    return agg[["strategy", "tokens_per_s", "speedup", "speedup_same_kernels", "tau", "gamma", "tokens", "forwards",
-                "seconds", "ms_per_token", "draft_frac", "verify_frac", "tree_frac", "other_cores"]
+    agg.loc[agg.synthetic, ["tokens_per_s", "speedup", "speedup_min", "speedup_median", "speedup_same_kernels",
+                            "seconds", "ms_per_token", "draft_frac", "verify_frac", "tree_frac"]] = float("nan")
+    agg = agg.reset_index()  # a synthetic draft above: τ, γ only
+    return agg[["strategy", "tokens_per_s", "speedup", "speedup_min", "speedup_median", "speedup_same_kernels",
+                "tau", "gamma", "tokens", "forwards", "seconds", "ms_per_token", "draft_frac", "verify_frac",
+                "tree_frac", "other_cores"]
                + ([] if sampled else ["exact"])
                + (["synthetic"] if agg.synthetic.any() else [])]
 
@@ -256,16 +292,18 @@ def top2_gap(target, ids: list[int], ref: list[int], position: int) -> float:
 
 
 def find_mismatches(models, runs: list[Run], prompts: list[Prompt]) -> list[Mismatch]:
-    """Every run whose tokens differ from HF generate's, with the AR top-2 gap where they first differ and whether
-    rounding in the target's dtype explains it (`tie_gap`)."""
+    """Every run whose tokens differ from HF generate's (in the same repeat; a mismatch that repeats is listed
+    once), with the AR top-2 gap where they first differ and whether rounding in the target's dtype explains it
+    (`tie_gap`)."""
     target, _, tok = models
     texts = {p.key: p.text for p in prompts}
-    ref = {r.prompt: r.tokens for r in runs if r.strategy == HF}
-    out = []
+    ref = {(r.prompt, r.repeat): r.tokens for r in runs if r.strategy == HF}
+    out, seen = [], set()
     for r in runs:
-        if r.strategy == HF or r.tokens == ref[r.prompt]:
+        a, b = ref[r.prompt, r.repeat], r.tokens
+        if r.strategy == HF or a == b or (r.strategy, r.prompt, tuple(a), tuple(b)) in seen:
             continue
-        a, b = ref[r.prompt], r.tokens
+        seen.add((r.strategy, r.prompt, tuple(a), tuple(b)))
         pos = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
         top1, gap = top2(target, chat_ids(tok, texts[r.prompt]), a, pos) if pos < len(a) else (0.0, float("nan"))
         out.append(Mismatch(r.prompt, r.strategy, pos, len(a), len(b), gap, bool(gap < tie_gap(target.dtype, top1))))

@@ -5,6 +5,8 @@ A cached cost model is an internal cache keyed by what it was measured from (`co
 timed-path version, sizes, prefix; the precision and device where they are not float32 on the CPU; the identity
 of a folder or hub target and of an `hf:` / `eagle:` draft), so one made from anything else is measured again, not
 refused. Its file is named by `cost_key` (the pair as `pairs.pair_tag` writes it, then packed / dtype / device).
+The prompt-length axis (`length_table`: the same timings over longer committed prefixes) is measured on demand
+and kept out of that cache.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
+import pandas as pd
 import torch
 
 from spectree.core.errors import SpectreeError
@@ -70,23 +73,32 @@ def _monotone(times: list[float], slack: float = 2.0, jitter_s: float = 0.01) ->
 
 
 @torch.inference_mode()
-def time_forward(model, n: int, prefix: int, repeats: int) -> float:
-    """Seconds of a forward over n new tokens after a cached prefix (cache trimmed back each time): the fastest
-    of `repeats` timed runs, the estimate least disturbed by other work on the machine."""
+def time_forwards(model, sizes, prefix: int, repeats: int) -> list[float]:
+    """Seconds of a forward over n new tokens (tree mask path) after a cached prefix of `prefix` committed tokens,
+    for each n in `sizes`, over one prefill (the cache trimmed back after each forward): the fastest of `repeats`
+    timed runs per n, the estimate least disturbed by other work on the machine."""
     vocab = model.config.vocab_size
     cache = slab_cache(model.config)  # the cache the decoder uses
     gen = torch.Generator().manual_seed(0)
     forward_with_mask(model, cache, torch.randint(vocab, (prefix,), generator=gen), torch.arange(prefix),
                       None, last_only=True)  # a prefill, as the decoder's
-    tokens, positions = torch.randint(vocab, (n,), generator=gen), prefix + torch.arange(n)
-    allowed = causal_allowed(prefix, n)  # the cost of attention does not depend on the mask's pattern
-    times = []
-    for _ in range(repeats + 1):  # the first run warms up
-        start = time.perf_counter()
-        forward_with_mask(model, cache, tokens, positions, allowed)
-        times.append(time.perf_counter() - start)
-        truncate(cache, prefix)
-    return min(times[1:])
+    out = []
+    for n in sizes:
+        tokens, positions = torch.randint(vocab, (n,), generator=gen), prefix + torch.arange(n)
+        allowed = causal_allowed(prefix, n)  # the cost of attention does not depend on the mask's pattern
+        times = []
+        for _ in range(repeats + 1):  # the first run warms up
+            start = time.perf_counter()
+            forward_with_mask(model, cache, tokens, positions, allowed)
+            times.append(time.perf_counter() - start)
+            truncate(cache, prefix)
+        out.append(min(times[1:]))
+    return out
+
+
+def time_forward(model, n: int, prefix: int, repeats: int) -> float:
+    """`time_forwards` of one size n."""
+    return time_forwards(model, [n], prefix, repeats)[0]
 
 
 PREFIX = 256  # committed tokens in the cache while timing
@@ -94,8 +106,25 @@ PREFIX = 256  # committed tokens in the cache while timing
 
 def measure(target, draft_model, sizes=SIZES, prefix: int = PREFIX, repeats: int = 5) -> CostModel:
     return CostModel(machine=machine_id(), prefix=prefix, sizes=list(sizes),
-                     target_s=[time_forward(target, n, prefix, repeats) for n in sizes],
-                     draft_s=[time_forward(draft_model, n, prefix, repeats) for n in sizes])
+                     target_s=time_forwards(target, sizes, prefix, repeats),
+                     draft_s=time_forwards(draft_model, sizes, prefix, repeats))
+
+
+LENGTH_SIZES, LENGTH_PREFIXES = (1, 4, 16, 32), (256, 1024, 2048, 4096)
+
+
+def length_table(target, sizes=LENGTH_SIZES, prefixes=LENGTH_PREFIXES, repeats: int = 3) -> pd.DataFrame:
+    """The prompt-length axis of the cost model, measured now and never cached: one row per (prefix L, n) with
+    the target's forward time over n tree tokens after L committed tokens (`time_forwards`, fastest of `repeats`)
+    and ratio_to_one_token, that time over the n = 1 time at the same L (sizes must include 1). Columns: prefix,
+    n, seconds, ratio_to_one_token; len(prefixes) * len(sizes) rows, prefixes outer."""
+    if 1 not in sizes:
+        raise SpectreeError(f"length_table needs n = 1 among its sizes for the ratio, got {tuple(sizes)}")
+    rows = [{"prefix": prefix, "n": n, "seconds": t}
+            for prefix in prefixes for n, t in zip(sizes, time_forwards(target, sizes, prefix, repeats))]
+    df = pd.DataFrame(rows, columns=["prefix", "n", "seconds"])
+    one = df[df.n == 1].set_index("prefix").seconds
+    return df.assign(ratio_to_one_token=df.seconds / df.prefix.map(one))
 
 
 def machine_id() -> str:

@@ -69,21 +69,23 @@ def speed_table(runs: list[Run]) -> pd.DataFrame:
 
 
 def per_prompt(runs: list[Run]) -> pd.DataFrame:
-    """One row per (prompt, strategy): tokens/s, time saved against HF generate on the same prompt, γ per
-    token (wasted work = candidates that were not accepted)."""
+    """One row per (prompt, strategy) — per repeat, with a `repeat` column, when `run_strategies` repeated them:
+    tokens/s, time saved against HF generate on the same prompt in the same repeat, γ per token (wasted work =
+    candidates that were not accepted)."""
     df = pd.DataFrame([r.__dict__ for r in runs]).assign(n_tokens=lambda d: d.tokens.map(len))
-    hf = df[df.strategy == HF].set_index("prompt").seconds
-    df["time_saved"] = 1 - df.seconds / df.prompt.map(hf)
+    hf = df[df.strategy == HF].set_index(["prompt", "repeat"]).seconds
+    df["time_saved"] = 1 - df.seconds / hf.reindex(pd.MultiIndex.from_frame(df[["prompt", "repeat"]])).to_numpy()
     df["wasted_per_token"] = (df.gamma_sum - (df.tau_sum - df.forwards)) / df.n_tokens.clip(lower=1)
-    return df[df.strategy != HF][["prompt", "category", "strategy", "n_tokens", "seconds", "time_saved",
+    repeat = ["repeat"] if df.repeat.gt(0).any() else []
+    return df[df.strategy != HF][["prompt", "category", "strategy", *repeat, "n_tokens", "seconds", "time_saved",
                                   "wasted_per_token"]]
 
 
 def by_category(runs: list[Run]) -> pd.DataFrame:
     """One row per (prompt category, method), categories in prompt order and HF generate first within each:
-    the prompts, tokens/s, speedup over HF generate on the same category's prompts, and τ (pooled as
-    `speed_table` pools them). MT-bench files give their eight categories, HumanEval 'code', a prompt file
-    without categories its stem."""
+    the prompts, tokens/s, speedup over HF generate on the same category's prompts (the median over repeats), and τ
+    (pooled over prompts and repeats, as `speed_table` pools them). MT-bench files give their eight categories,
+    HumanEval 'code', a prompt file without categories its stem, `lengths.long_prompts` its lengths ('1k', …)."""
     cols = ["category", "method", "prompts", "tokens_per_s", "speedup", "tau"]
     frames = []
     for category in dict.fromkeys(r.category for r in runs):
@@ -120,9 +122,14 @@ def dyspec_layout(tables: dict[float, pd.DataFrame], budget: int = 32) -> pd.Dat
     return pd.DataFrame(rows)
 
 
+_COUNTS = ["n_tokens", "seconds", "forwards", "tau_sum", "gamma_sum", "draft_s", "verify_s", "tree_s"]
+
+
 def _prompt_rows(runs: list[Run]) -> pd.DataFrame:
-    """The runs as rows (n_tokens added), labelled by `speed_table`'s method names."""
+    """One row per (method, prompt), labelled by `speed_table`'s method names: its counts and seconds summed over
+    the repeats, so that a bootstrap over the rows resamples prompts (a pooled rate Σ num / Σ den is unchanged)."""
     df = pd.DataFrame([r.__dict__ for r in runs]).assign(n_tokens=lambda d: d.tokens.map(len))
+    df = df.groupby(["strategy", "prompt"], sort=False)[_COUNTS].sum().reset_index()
     return df.assign(method=df.strategy.map(lambda s: REFERENCES.get(s, s)))
 
 

@@ -7,7 +7,7 @@ import pytest
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "spectree"
 # lowest first; a module may import its own sub-package and the layers below it, never a layer above or beside it
-RANK = {"core": 0, "prompt_files": 1, "prompts": 2, "strategies": 3, "drafts": 3, "replay": 4, "analysis": 5,
+RANK = {"core": 0, "prompt_files": 1, "retrieval": 1, "prompts": 2, "strategies": 3, "drafts": 3, "replay": 4, "analysis": 5,
         "speed": 6, "reports": 7, "cli": 8, "__init__": 8, "__main__": 9}
 
 

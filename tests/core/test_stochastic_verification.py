@@ -447,3 +447,75 @@ def test_chi_square_harness_catches_a_lossy_verifier(verifier: Verifier) -> None
     print(f"\n[control: {verifier.__name__}] N={len(run.pairs)} chi2={stat:.1f} cells={cells} p={p:.3e} "
           f"| {run.seconds:.1f}s")
     assert p < P_CONTROL
+
+
+
+
+def verify_leaving_fixed_in_the_residual(tree: DraftTree, target_probs: torch.Tensor,
+                                         generator: Optional[torch.Generator] = None) -> Verdict:
+    """Deliberately wrong: `verify_multibranch` whose retrieval children, once rejected, stay in the residual
+    (the bonus can draw a token its test just turned down)."""
+    kids, tokens, fixed, node, accepted = _kids(tree), tree.tokens.tolist(), (tree.source > 0).tolist(), 0, []
+    while True:
+        R, nxt = target_probs[node].double(), None
+        D = tree.draft_dist(node).double() if any(not fixed[c] for c in kids[node]) else None
+        for c in kids[node]:
+            y, u = tokens[c], float(torch.rand((), generator=generator, dtype=torch.float64))
+            if fixed[c]:
+                if u < R[y]:
+                    nxt = c
+                    break
+                continue
+            if D[y] > 0 and u * D[y] < R[y]:
+                nxt = c
+                break
+            R = (R - D).clamp_min(0.0)
+            R, D[y] = R / R.sum(), 0.0
+            D = D / D.sum() if D.sum() > 0 else D
+        if nxt is None:
+            return Verdict(accepted, int(torch.multinomial(R.float(), 1, generator=generator)), len(tree))
+        accepted.append(nxt)
+        node = nxt
+
+
+def grafting_verifier(world: World, sampling: Sampling, verifier: Verifier = verify_multibranch) -> Verifier:
+    """`verifier` on the drafted tree with two retrieval branches grafted (`retrieval.graft`), proposed from the
+    root's context alone, as a suffix index would: the target's second likeliest token (which the draft never
+    samples at CTX0: always a new node) and the draft's likeliest (often a sampled child already: merged), each
+    followed by the target's likeliest token after it. The target is scored at every node, grafted ones too."""
+    from spectree.retrieval import Branch, graft
+
+    def graft_and_verify(tree: DraftTree, target_probs: torch.Tensor, generator: Optional[torch.Generator]) -> Verdict:
+        root = 0 if tree.prefix_len == len(CTX0) else int(world.child[0, int(tree.tokens[0])])
+        branches = []
+        for first in (int(world.target_logits[root].argsort(descending=True)[1]), int(world.draft_logits[root].argmax())):
+            second = int(world.target_logits[world.child[root, first]].argmax())
+            branches.append(Branch([first, second], [1.0, 1.0], [1, 2]))
+        tree = graft(tree, [(1, branches)])
+        codes = [root]
+        for p, t in zip(tree.parents.tolist()[1:], tree.tokens.tolist()[1:]):
+            codes.append(int(world.child[codes[p], t]))
+        return verifier(tree, sampling.probs(world.target_logits[codes]), generator)
+
+    return graft_and_verify
+
+
+@pytest.mark.parametrize("verifier,n,seed", [
+    pytest.param(verify_multibranch, N_SAMPLES // 2, 8642, id="point-mass rule"),
+    pytest.param(verify_leaving_fixed_in_the_residual, N_CONTROL, 9753, id="control: leaky residual")])
+def test_multibranch_verification_with_retrieval_branches(verifier: Verifier, n: int, seed: int) -> None:
+    """A tree with fixed (retrieval) branches next to sampled children: each fixed child is a point-mass proposal,
+    accepted with R[y] and else removed from the residual, so the committed pairs follow the target (second
+    tokens too: under a retrieval node every child is fixed). Control: a residual that keeps a rejected fixed
+    token biases the commits."""
+    policy, sampling = Kary(b=3, d=2), Sampling(temperature=0.8)
+    world = World.build(len(CTX0) + 1 + policy.d_max)
+    run = sample_pairs(policy, sampling, n, seed, grafting_verifier(world, sampling, verifier))
+    stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(world, sampling))
+    print(f"\n[kary b=3 d=2 + 2 retrieval branches, T=0.8, {verifier.__name__}] N={len(run.pairs)} "
+          f"chi2={stat:.2f} cells={cells} p={p:.4g} | mean accepted={run.accepted:.3f} | {run.seconds:.1f}s")
+    assert run.accepted > 1.0  # the grafted depth-2 nodes get accepted
+    if verifier is verify_multibranch:
+        assert p > P_MIN, f"committed pairs do not follow the target: chi2={stat:.1f}, p={p:.2e}"
+    else:
+        assert p < P_CONTROL

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 import torch
-from helpers import expand_on, finalize_on, grow_offline, select_on, tiny_llama
+from helpers import POLICY_SPECS, expand_on, finalize_on, grow_offline, select_on, tiny_llama
 
 from spectree.core.decode import speculative_generate
 from spectree.core.policy import FEATURE_COLUMNS, OPTIONAL_FEATURES, Growth, Lazy, NodeTable, Rows, computed_columns
@@ -14,9 +14,7 @@ from spectree.replay.replay import replay
 from spectree.strategies import REGISTRY, parse_strategy
 from spectree.strategies.gunjur import gunjur_branching
 
-SPECS = ["chain:k=3", "chain:k=4,stop=entropy,threshold=1.0", "chain:k=4,stop=dymax,threshold=0.3",
-         "chain:k=4,stop=dyjoint,threshold=0.08", "sequences:k=3,d=3", "sequoia:n=6,p=0.6/0.2/0.1", "vct:w=2,d=3", "kary:b=2,d=3", "entropy:d=3", "entropy:d=4,cutoff=4.4", "naive_width:k=3,d=3", "eagle2:K=3,d_max=4,N=8", "dyspec:m=10,K=3,d_max=4",
-         "dyspec_threshold:t=0.02,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4", "cape:d=3"]
+SPECS = POLICY_SPECS
 
 
 def candidates(parent_entropy: float, probs: list[float], confidence: float = 0.5) -> Nodes:

@@ -87,10 +87,13 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
     """Generate up to `max_new_tokens` after `prompt_ids` with draft trees grown by `policy`.
 
     `draft` is a draft model (layer-skip, VDM) or a drafter (e.g. `EDDDrafter`); no policy (None) or one with
-    d_max = 0 needs none: that is plain autoregressive decoding through the same loop.
+    d_max = 0 needs none: that is plain autoregressive decoding through the same loop. A `Hybrid` policy's
+    retrieval branches are grafted into every tree from the committed text's suffix index (`spectree.retrieval`).
     """
-    seq = check_prompt(target.config, prompt_ids, max_new_tokens, policy.d_max if policy is not None else 0)
+    seq = check_prompt(target.config, prompt_ids, max_new_tokens, policy.max_depth if policy is not None else 0)
     start = time.perf_counter()
+    grafter = policy.grafter(seq) if policy is not None else None  # retrieval branches (a hybrid's)
+    policy = policy.drafting if policy is not None else None  # what grows the draft's nodes
     drf = as_drafter(draft) if policy is not None and policy.d_max > 0 else None
     hidden_layer = drf.hidden_layer if drf is not None and drf.needs_hidden else None
     tgt = CachedLM(target)
@@ -106,6 +109,8 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
             tree = drf.draft(seq[-1], root_logits, len(seq), policy, sampling, generator)
         else:
             tree = DraftTree.root(seq[-1], len(seq))
+        if grafter is not None:
+            tree = grafter.graft(tree)
         t1 = time.perf_counter()
         out = tgt.feed_tree(tree, torch.arange(len(tree)), hidden_layer is not None)
         verdict = verify(tree, out.logits[0], sampling, generator)  # logits [n, V]
@@ -115,6 +120,8 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
         t2 = time.perf_counter()
         seq += new
         gen.tokens += new
+        if grafter is not None:
+            grafter.extend(new)
         tail = len(new)
         tree_s = (t1 - t0) - ((drf.lm.forward_s - model_s) if drf else 0.0)
         gen.steps.append(StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, tree_s, verdict.accepted,

@@ -126,7 +126,8 @@ def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sam
         tok, drawn = sample_without_replacement(warped, k, generator)  # [f, k] in sample order
         cols = {"rank": rank_in_row(logits, logits.gather(-1, tok)).numpy().ravel()} if "rank" in features else {}
         drawn = drawn.numpy().ravel()
-    cols.update(tokens=tok.numpy().ravel(), parents=frontier.idx.repeat(k), depth=(frontier.depth + 1).repeat(k))
+    cols.update(tokens=tok.numpy().ravel(), parents=frontier.idx.repeat(k), depth=(frontier.depth + 1).repeat(k),
+                source=np.zeros(f * k, np.int64), match_len=np.zeros(f * k, np.int64))  # proposed by the draft
     if wants_p or wants_h:
         probs = torch.softmax(logits, -1)  # [f, V] the raw (T = 1) distribution: one fused pass
         p_max = probs.gather(-1, tok[:, :1])[:, 0] if sampling.greedy else probs.amax(-1)  # [f] the top token's

@@ -268,6 +268,23 @@ class Policy:
         """The spec parameter the user types for `name` ('K' or 'd_max')."""
         return self.param_names.get(name, name)
 
+    retrieval: ClassVar[tuple] = ()  # retrieval proposers grafted into its trees (a `strategies.hybrid.Hybrid`'s)
+
+    def grafter(self, tokens: list[int]):
+        """What grafts retrieval branches into this policy's trees over a generation that starts from the
+        committed `tokens` (`retrieval.Grafter`: `graft(tree)`, `extend(new tokens)`); None: no retrieval."""
+        return None
+
+    @property
+    def drafting(self) -> "Policy":
+        """The policy that grows the draft model's nodes: itself (a hybrid's base policy)."""
+        return self
+
+    @property
+    def max_depth(self) -> int:
+        """The deepest node a tree of this policy can hold (a hybrid's retrieval branches can outgrow d_max)."""
+        return self.d_max
+
     def layer_cap(self) -> Optional[int]:
         """The most nodes one layer of this policy's trees can keep (and expand), if its setting bounds it."""
         return None

@@ -14,10 +14,12 @@ import torch
 
 from spectree.core.errors import SpectreeError
 
-NODE_FIELDS = ("tokens", "parents", "depth", "draft_prob", "joint", "entropy", "entropy_topm", "rank", "confidence")
-LONG_FIELDS = {"tokens", "parents", "depth", "rank"}
+NODE_FIELDS = ("tokens", "parents", "depth", "draft_prob", "joint", "entropy", "entropy_topm", "rank", "confidence",
+               "source", "match_len")
+LONG_FIELDS = {"tokens", "parents", "depth", "rank", "source", "match_len"}
 ROOT = {"parents": -1, "depth": 0, "draft_prob": 1.0, "joint": 1.0, "entropy": 0.0, "entropy_topm": 0.0, "rank": 0,
-        "confidence": 1.0}  # a root's features: the committed token, certain
+        "confidence": 1.0, "source": 0, "match_len": 0}  # a root's features: the committed token, certain
+SOURCES = ("draft", "lookup", "suffix")  # `source` codes: who proposed a node (retrieval proposers graft theirs)
 
 
 def root_columns(token: int, fields: tuple[str, ...] = NODE_FIELDS) -> dict[str, np.ndarray]:
@@ -39,6 +41,12 @@ class Nodes:
     entropy_topm [n] float  the same entropy over the renormalised top-M probabilities
     rank         [n] long   rank of the token in that distribution (0 = most likely)
     confidence   [n] float  max probability of that distribution (EDD's draft confidence)
+    source       [n] long   who proposed the node: 0 the draft model, 1 prompt lookup, 2 the suffix index (SOURCES)
+    match_len    [n] long   retrieval nodes: length of the context suffix whose continuation proposed it (0: draft)
+
+    A retrieval node (`spectree.retrieval`) is a node like any other: its `draft_prob` is its proposer's count-based
+    probability, `joint` the product along its path, `rank` its place among its proposer's siblings; its entropy
+    and confidence are NaN.
     """
 
     tokens: torch.Tensor
@@ -50,6 +58,13 @@ class Nodes:
     entropy_topm: torch.Tensor
     rank: torch.Tensor
     confidence: torch.Tensor
+    source: Optional[torch.Tensor] = None  # None: every node the draft's (zeros)
+    match_len: Optional[torch.Tensor] = None
+
+    def __post_init__(self):
+        for f in ("source", "match_len"):
+            if getattr(self, f) is None:
+                setattr(self, f, torch.zeros(len(self.tokens), dtype=torch.long))
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])

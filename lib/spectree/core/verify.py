@@ -69,29 +69,36 @@ def verify_multibranch(tree: DraftTree, target_probs: torch.Tensor, generator: O
     """Multi-branch stochastic verification (DySpec Alg. 3; SpecInfer with sampling without replacement).
 
     target_probs: [n, V] warped target distributions at the nodes; tree.draft_dist(u): the warped draft
-    distribution the children of each node were drawn from, without replacement, in index order.
+    distribution the draft's children of each node were drawn from, without replacement, in index order.
     At node u, for each child y in order: accept with prob min(1, R[y] / D[y]); on rejection
     R ← norm(max(R − D, 0)), D[y] ← 0, D ← norm(D). If no child is accepted the bonus is sampled from R.
+    A retrieval child (source > 0: proposed from the committed text, whatever the draft sampled) is a fixed
+    proposal, a point mass D = δ_y: accepted with prob R[y], else R ← norm(R with y removed). Retrieval children
+    come after the draft's (grafting appends them) and never repeat a sibling's token.
     """
-    kids, tokens = _children_lists(tree), tree.tokens.tolist()
+    kids, tokens, fixed = _children_lists(tree), tree.tokens.tolist(), (tree.source > 0).tolist()
     node, accepted = 0, []
     while True:
         R = target_probs[node].double().cpu()
-        D = tree.draft_dist(node).double().cpu() if kids[node] else None
+        D = tree.draft_dist(node).double().cpu() if any(not fixed[c] for c in kids[node]) else None
         nxt = None
         for c in kids[node]:
             y = tokens[c]
             u = torch.rand((), generator=generator, dtype=torch.float64)
-            if D[y] > 0 and u * D[y] < R[y]:  # u < min(1, R[y]/D[y])
+            q = 1.0 if fixed[c] else D[y]  # the proposal's probability of y
+            if q > 0 and u * q < R[y]:  # u < min(1, R[y]/q)
                 nxt = c
                 break
-            residual = (R - D).clamp_min(0.0)
+            if fixed[c]:
+                residual = R.clone()
+                residual[y] = 0.0
+            else:
+                residual = (R - D).clamp_min(0.0)
+                D[y] = 0.0
+                if D.sum() > 0:
+                    D = D / D.sum()
             if residual.sum() > 0:
                 R = residual / residual.sum()
-            D[y] = 0.0
-            if D.sum() <= 0:
-                break
-            D = D / D.sum()
         if nxt is None:
             bonus = int(torch.multinomial(R.float(), 1, generator=generator))
             return Verdict(accepted, bonus, len(tree))

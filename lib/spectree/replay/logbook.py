@@ -31,7 +31,7 @@ from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
 from spectree.prompts import Prompt, chat_ids
 from spectree.replay.logtree import LogTree
 
-LOG_FORMAT = 2  # 2: the beam grows from the previous beam only (replay.logtree)
+LOG_FORMAT = 3  # 2: the beam grows from the previous beam only (replay.logtree); 3: node sources, prompt ids
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ class LoggedPrompt:
     nodes: pd.DataFrame  # one row per node: position, node, NODE_FIELDS..., on_path, target_prob
     K: int  # children stored per expanded node
     d_max: int  # depth of the logged trees
+    prompt_ids: Optional[list[int]] = None  # the prompt's token ids (chat template applied): what retrieval reads
 
     @cached_property
     def _groups(self) -> dict[int, pd.DataFrame]:
@@ -112,13 +113,13 @@ def log_prompt(target, draft, tokenizer, prompt: Prompt, cfg: LogConfig, eos_ids
         frames.append(pd.DataFrame({"position": pos, "node": range(len(tree)), **cols,
                                     "on_path": on_path.numpy(), "target_prob": target_prob.numpy()}))
     nodes = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return LoggedPrompt(prompt, len(ids), cont, n_valid, nodes, cfg.K, cfg.d_max)
+    return LoggedPrompt(prompt, len(ids), cont, n_valid, nodes, cfg.K, cfg.d_max, ids)
 
 
 def _to_parquet_bytes(lp: LoggedPrompt) -> bytes:
     table = pa.Table.from_pandas(lp.nodes, preserve_index=False)
     meta = {"prompt": asdict(lp.prompt), "prompt_len": lp.prompt_len, "continuation": lp.continuation,
-            "n_valid": lp.n_valid, "K": lp.K, "d_max": lp.d_max}
+            "n_valid": lp.n_valid, "K": lp.K, "d_max": lp.d_max, "prompt_ids": lp.prompt_ids}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"spectree": json.dumps(meta).encode()})
     buf = io.BytesIO()
     pq.write_table(table, buf)
@@ -130,7 +131,7 @@ def read_logged_prompt(path: Path) -> LoggedPrompt:
         table = pq.read_table(path)
         meta = json.loads(table.schema.metadata[b"spectree"])
         return LoggedPrompt(Prompt(**meta["prompt"]), meta["prompt_len"], meta["continuation"], meta["n_valid"],
-                            table.to_pandas(), meta["K"], meta["d_max"])
+                            table.to_pandas(), meta["K"], meta["d_max"], meta.get("prompt_ids"))
     except Exception as err:  # pyarrow, JSON and missing-key errors all mean the same thing here
         raise SpectreeError(f"{path} is not a readable logbook file ({err!r}); delete it to re-log") from err
 

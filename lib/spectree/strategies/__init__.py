@@ -4,6 +4,9 @@ A spec is `NAME[:key=value,...]`, e.g. `eagle2:K=8,N=32` or `chain:k=2`; the key
 dataclass, so `parse_strategy("eagle2:K=8,N=32") == Eagle2(K=8, N=32)` and `policy.spec` gives the spec back.
 Strings are parsed once, at the edges (command line, notebook parameters); everything inside takes `Policy`
 objects. A new strategy is one file in this package plus one line in REGISTRY.
+
+Retrieval proposers (`spectree.retrieval.RETRIEVERS`) join a spec with `+`: `pct:ratio=0.2+suffix:k=2,len=8` is a
+`Hybrid` of the policy and the proposers (`ar+lookup`: prompt lookup alone).
 """
 from __future__ import annotations
 
@@ -14,12 +17,14 @@ from typing import Any, Callable, Union
 
 from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy, spec_fields
+from spectree.retrieval import RETRIEVERS, Retrieval
 from spectree.strategies.c2t import C2T
 from spectree.strategies.cape import CAPE
 from spectree.strategies.chain import Chain, autoregressive
 from spectree.strategies.dyspec import DySpec, DySpecThreshold
 from spectree.strategies.eagle2 import Eagle2
 from spectree.strategies.gunjur import EntropyBranching, NaiveWidth
+from spectree.strategies.hybrid import Hybrid
 from spectree.strategies.pct import PCT
 from spectree.strategies.sequoia import Sequoia
 from spectree.strategies.static import VCT, Kary, Sequences, StaticShape
@@ -57,9 +62,9 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
     return name.strip(), params
 
 
-def spec_types(name: str) -> dict[str, Any]:
-    """The spec parameters of a registered strategy and their types."""
-    factory = REGISTRY[name]
+def spec_types(name: str, registry: dict = REGISTRY) -> dict[str, Any]:
+    """The spec parameters of a registered strategy (or retrieval proposer) and their types."""
+    factory = registry[name]
     if inspect.isclass(factory):
         hints = typing.get_type_hints(factory)
         return {f.name: hints[f.name] for f in spec_fields(factory)}
@@ -85,18 +90,27 @@ def _convert(name: str, key: str, text: str, kind: Any) -> Any:
     return text
 
 
-def parse_strategy(spec: str) -> Policy:
-    """'kary:b=2,d=4', 'chain:k=5' or 'ar' → a policy; one clear error for an unknown name, key or value."""
+def _build(spec: str, registry: dict, what: str):
     name, texts = split_spec(spec)
-    if name not in REGISTRY:
-        raise SpectreeError(f"unknown strategy '{name}': use one of [{', '.join(sorted(REGISTRY))}]")
-    types = spec_types(name)
+    if name not in registry:
+        raise SpectreeError(f"unknown {what} '{name}': use one of [{', '.join(sorted(registry))}]")
+    types = spec_types(name, registry)
     unknown = sorted(set(texts) - set(types))
     if unknown:
-        raise SpectreeError(f"strategy '{name}' has no parameter(s) {unknown}; it takes {sorted(types)}")
-    return REGISTRY[name](**{k: _convert(name, k, v, types[k]) for k, v in texts.items()})
+        raise SpectreeError(f"{what} '{name}' has no parameter(s) {unknown}; it takes {sorted(types)}")
+    return registry[name](**{k: _convert(name, k, v, types[k]) for k, v in texts.items()})
 
 
-__all__ = ["Policy", "REGISTRY", "split_spec", "parse_strategy", "spec_types", "C2T", "CAPE", "Chain",
+def parse_strategy(spec: str) -> Policy:
+    """'kary:b=2,d=4', 'chain:k=5' or 'ar' → a policy; 'chain:k=2+lookup:len=8' → a `Hybrid` with retrieval
+    branches; one clear error for an unknown name, key or value."""
+    base, *extra = str(spec).split("+")
+    policy = _build(base, REGISTRY, "strategy")
+    if not extra:
+        return policy
+    return Hybrid(policy, tuple(_build(part, RETRIEVERS, "retrieval proposer") for part in extra))
+
+
+__all__ = ["Policy", "REGISTRY", "Hybrid", "Retrieval", "split_spec", "parse_strategy", "spec_types", "C2T", "CAPE", "Chain",
            "DySpec", "DySpecThreshold", "Eagle2", "EntropyBranching", "NaiveWidth", "PCT", "Sequoia", "VCT", "Kary",
            "Sequences", "StaticShape", "autoregressive"]

@@ -1,0 +1,141 @@
+"""Model-free proposers: continuations of the committed text read from its own suffix index (`ContextIndex`).
+
+- `Lookup` (prompt lookup decoding, PLD; Saxena 2023, HF `prompt_lookup_num_tokens`): the longest suffix of the
+  committed text (`n` down to `min_n` tokens) that occurred before, and the `len` tokens that followed its latest
+  occurrence — one branch, copied verbatim.
+- `Suffix` (after SAM-Decoding, Hu et al. 2024): the `k` tokens that most often followed the longest matching
+  context, each extended greedily by the most frequent next token of its own longest matching context, up to
+  `len` tokens (or until no context of `min_n` tokens matches) — k branches with count-based probabilities.
+
+A proposer is a spec like a policy's (`lookup:len=8`, `suffix:k=2,len=8`), appended to a policy's spec with `+`
+(`pct:ratio=0.2+suffix:k=2`, `ar+lookup`); `strategies.hybrid.Hybrid` grafts its branches into the policy's trees.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from spectree.core.errors import SpectreeError
+from spectree.core.tree import SOURCES
+from spectree.retrieval.index import ContextIndex
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One proposed continuation of the committed text.
+
+    tokens  [L] token ids
+    probs   [L] each token's count-based probability under its longest matching context (text + tokens before it)
+    match   [L] that context's length (0 where none matched: a copied token past what the index knows)
+    """
+
+    tokens: list[int]
+    probs: list[float]
+    match: list[int]
+
+
+def scored(index: ContextIndex, tail: list[int], tokens: list[int], shortest: int, longest: int) -> Branch:
+    """`tokens` proposed after `tail` as a `Branch`, each scored by the index under its longest matching context."""
+    probs, match, virtual = [], [], list(tail)
+    for t in tokens:
+        n, ctx = index.match(virtual, shortest, longest)
+        probs.append(index.probability(ctx, t) if ctx else 0.0)
+        match.append(n)
+        virtual.append(t)
+    return Branch(list(tokens), probs, match)
+
+
+class Retrieval:
+    """Base of the proposers: dataclasses whose fields are their spec parameters (as for `core.policy.Policy`)."""
+
+    name: ClassVar[str] = "retrieval"
+    n: int  # the longest context matched
+    min_n: int  # the shortest
+    len: int  # tokens per branch
+
+    def __post_init__(self):
+        for key in ("n", "min_n", "len"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpectreeError(f"{self.name}: {key} must be a whole number >= 1, got {value!r}")
+        if self.min_n > self.n:
+            raise SpectreeError(f"{self.name}: min_n={self.min_n} exceeds n={self.n}")
+
+    @property
+    def source(self) -> int:
+        """The `source` code of the nodes it proposes (`core.tree.SOURCES`)."""
+        return SOURCES.index(self.name)
+
+    def propose(self, index: ContextIndex) -> list[Branch]:
+        raise NotImplementedError
+
+    @property
+    def spec(self) -> str:
+        from spectree.core.policy import spec_fields
+
+        params = [f"{f.name}={getattr(self, f.name)}" for f in spec_fields(self) if getattr(self, f.name) != f.default]
+        return self.name + (":" + ",".join(params) if params else "")
+
+
+@dataclass(frozen=True)
+class Lookup(Retrieval):
+    """Prompt lookup: the `len` tokens after the latest earlier occurrence of the text's longest matching suffix
+    (`n` down to `min_n` tokens), in the prompt or the generation so far."""
+
+    len: int = 8
+    n: int = 3
+    min_n: int = 2
+
+    name: ClassVar[str] = "lookup"
+
+    def propose(self, index: ContextIndex) -> list[Branch]:
+        text = index.text
+        n, ctx = index.match(text, self.min_n, self.n)
+        if ctx is None:
+            return []
+        start = index.last[ctx]
+        tail = text[-index.order:]
+        return [scored(index, tail, text[start: start + self.len], 1, index.order)]
+
+
+@dataclass(frozen=True)
+class Suffix(Retrieval):
+    """Suffix index: the `k` most frequent next tokens of the longest matching context (`n` down to `min_n`
+    tokens), each extended by its own most frequent continuation up to `len` tokens."""
+
+    k: int = 2
+    len: int = 8
+    n: int = 8
+    min_n: int = 2
+
+    name: ClassVar[str] = "suffix"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise SpectreeError(f"suffix: k must be a whole number >= 1, got {self.k!r}")
+
+    def propose(self, index: ContextIndex) -> list[Branch]:
+        tail = index.text[-index.order:]
+        n, ctx = index.match(tail, self.min_n, self.n)
+        if ctx is None:
+            return []
+        branches = []
+        for first, count in index.counts[ctx].most_common(self.k):
+            tokens, probs, match, virtual = [first], [count / index.seen[ctx]], [n], tail + [first]
+            while len(tokens) < self.len:
+                m, c = index.match(virtual, self.min_n, self.n)
+                if c is None:
+                    break
+                t, count = index.counts[c].most_common(1)[0]
+                tokens.append(t)
+                probs.append(count / index.seen[c])
+                match.append(m)
+                virtual.append(t)
+            branches.append(Branch(tokens, probs, match))
+        return branches
+
+
+RETRIEVERS = {"lookup": Lookup, "suffix": Suffix}
+
+__all__ = ["Branch", "Retrieval", "Lookup", "Suffix", "RETRIEVERS", "scored"]

@@ -1,0 +1,130 @@
+"""Retrieval drafts: the suffix index, the proposers, grafting, hybrid specs, greedy losslessness of every policy
+family with each proposer, and replay = live for hybrid trees (tiny models; the χ² test for a tree with retrieval
+branches is in tests/core/test_stochastic_verification.py)."""
+import numpy as np
+import pytest
+import torch
+from helpers import POLICY_SPECS, make_tree, tiny_llama
+
+from spectree.core.decode import speculative_generate
+from spectree.core.errors import SpectreeError
+from spectree.prompts import Prompt
+from spectree.replay.logbook import LogConfig, log_prompt
+from spectree.replay.replay import replay
+from spectree.retrieval import Branch, ContextIndex, Lookup, Suffix, graft
+from spectree.strategies import Hybrid, parse_strategy
+
+TEXT = [5, 6, 7, 8, 5, 6, 9, 5, 6, 7, 1, 2, 5, 6]  # "5 6" is followed by 7, 9, 7, then the text ends in "5 6"
+
+
+def test_the_index_counts_next_tokens_and_remembers_their_latest_position():
+    index = ContextIndex(3, TEXT)
+    assert index.counts[(5, 6)] == {7: 2, 9: 1} and index.seen[(5, 6)] == 3
+    assert index.last[(5, 6)] == 9  # the 7 after the third "5 6"
+    assert index.match(TEXT, 1) == (2, (5, 6))  # "7 5 6" / "2 5 6" never occurred followed by a token
+    assert index.match([0, 0], 1) == (0, None)
+    assert index.probability((5, 6), 7) == pytest.approx(2 / 3)
+
+
+def test_the_index_grows_incrementally_as_it_does_at_once():
+    step = ContextIndex(4)
+    for i in range(0, len(TEXT), 3):
+        step.extend(TEXT[i:i + 3])
+    once = ContextIndex(4, TEXT)
+    assert (step.text, step.counts, step.seen, step.last) == (once.text, once.counts, once.seen, once.last)
+
+
+def test_prompt_lookup_copies_what_followed_the_latest_match():
+    branch, = Lookup(len=3, n=3, min_n=2).propose(ContextIndex(3, TEXT))
+    assert branch.tokens == [7, 1, 2]
+    assert Lookup(n=3, min_n=3).propose(ContextIndex(3, TEXT)) == []  # no 3-token suffix occurred before
+
+
+def test_the_suffix_proposer_branches_on_counts_and_extends_each_branch():
+    first, second = Suffix(k=2, len=3, n=3, min_n=1).propose(ContextIndex(3, TEXT))
+    assert first.tokens[0] == 7 and first.probs[0] == pytest.approx(2 / 3) and first.match[0] == 2
+    assert second.tokens[0] == 9 and second.probs[0] == pytest.approx(1 / 3)
+    assert first.tokens == [7, 8, 5]  # "5 6 7" → 8 (first seen) or 1: a tie, the first seen wins; then "6 7 8" → 5
+    assert len(Suffix(k=5, n=3, min_n=1).propose(ContextIndex(3, TEXT))) == 2  # only two tokens ever followed
+
+
+def test_grafting_merges_with_existing_children_and_appends_the_rest():
+    tree = make_tree([-1, 0, 0, 1])  # node i carries token 100 + i
+    n = len(tree)
+    out = graft(tree, [(1, [Branch([101, 103, 55], [0.5, 0.5, 0.5], [2, 3, 4])]),
+                       (2, [Branch([101, 103, 55, 56], [1.0] * 4, [1] * 4), Branch([77], [0.25], [1])])])
+    assert len(out) == n + 3  # 101 → 103 exist; 55 added by lookup, 56 and 77 by the suffix index
+    assert out.tokens[n:].tolist() == [55, 56, 77]
+    assert out.parents[n:].tolist() == [3, n, 0] and out.depth[n:].tolist() == [3, 4, 1]
+    assert out.source.tolist() == [0] * n + [1, 2, 2] and out.match_len[n:].tolist() == [4, 1, 1]
+    assert out.rank[n:].tolist() == [0, 0, 1]  # a first token's place among its proposer's branches
+    assert out.joint[n].item() == pytest.approx(tree.joint[3].item() * 0.5)
+    assert torch.isnan(out.entropy[n:]).all()
+
+
+def test_hybrid_specs_parse_print_back_and_refuse_bad_input():
+    policy = parse_strategy("pct:ratio=0.2+suffix:k=3,len=6+lookup")
+    assert isinstance(policy, Hybrid) and policy.spec == "pct:ratio=0.2+suffix:k=3,len=6+lookup"
+    assert parse_strategy(policy.spec) == policy and policy != parse_strategy("pct:ratio=0.2+suffix")
+    assert policy.drafting == parse_strategy("pct:ratio=0.2") and policy.max_depth == max(policy.d_max, 8)
+    assert policy.ratio == 0.2 and policy.retrieval == (Suffix(k=3, len=6), Lookup())
+    for bad, why in [("ar+nope", "unknown retrieval"), ("ar+lookup:k=2", "no parameter"), ("ar+lookup+lookup", "once"),
+                     ("ar+suffix:min_n=9", "exceeds"), ("ar+suffix:len=0", ">= 1"), ("ar+suffix:k=x", "whole")]:
+        with pytest.raises(SpectreeError, match=why):
+            parse_strategy(bad)
+
+
+@pytest.fixture(scope="module")
+def loopy_target():
+    return tiny_llama(seed=3, layers=2, vocab=31)  # a small vocabulary: outputs repeat, retrieval gets accepted
+
+
+@pytest.mark.parametrize("mode", ["lookup:len=4", "suffix:k=2,len=4,min_n=1"])
+def test_greedy_decoding_is_lossless_for_every_policy_family_with_retrieval(mode, loopy_target):
+    draft = tiny_llama(seed=1, layers=1, vocab=31)
+    ids = [2, 20, 21, 22, 7, 20, 21]
+    with torch.inference_mode():
+        ref = loopy_target.generate(torch.tensor([ids]), max_new_tokens=30, do_sample=False, eos_token_id=None,
+                                    pad_token_id=0)[0, len(ids):].tolist()
+    accepted = 0
+    families = {spec.partition(":")[0]: spec for spec in reversed(POLICY_SPECS)}  # each family's first setting
+    for spec in ["ar", *families.values()]:
+        gen = speculative_generate(loopy_target, draft, ids, parse_strategy(f"{spec}+{mode}"), 30)
+        assert gen.tokens == ref, spec
+        accepted += sum(s.tau for s in gen.steps) - len(gen.steps)
+    assert accepted > 0
+
+
+class FixedPrompt:
+    def apply_chat_template(self, messages, add_generation_prompt=True):
+        return [3, 14, 15, 9, 3, 14]
+
+
+def test_replay_equals_live_for_hybrid_trees(loopy_target):
+    draft = tiny_llama(seed=1, layers=1, vocab=31)
+    cfg = LogConfig(max_new_tokens=24, K=7, d_max=4, beam=400)
+    logged = log_prompt(loopy_target, draft, FixedPrompt(), Prompt("toy", "0", "toy", "x"), cfg, eos_ids=())
+    assert logged.prompt_ids == FixedPrompt().apply_chat_template([])
+    grafted = 0
+    for spec in ["ar+lookup:len=4", "chain:k=2+suffix:k=2,len=4,min_n=1", "eagle2:K=3,d_max=3,N=6+lookup:len=3+suffix:len=4",
+                 "dyspec:m=6,K=3,d_max=3+suffix:k=3,len=2,min_n=1", "pct:ratio=0.05,k=3,d_max=3+lookup:len=4,min_n=1"]:
+        policy = parse_strategy(spec)
+        live = speculative_generate(loopy_target, draft, logged.prompt_ids, policy, 24, keep_trees=True)
+        steps = replay([logged], policy)
+        assert steps.tau.tolist() == [s.tau for s in live.steps], spec
+        assert steps.gamma.tolist() == [s.gamma for s in live.steps], spec
+        grafted += sum(int((s.tree.source > 0).sum()) for s in live.steps)
+    assert grafted > 0
+    with pytest.raises(SpectreeError, match="len"):
+        replay([logged], parse_strategy("ar+lookup:len=8"))
+
+
+def test_retrieval_nodes_carry_their_features_through_live_decoding(loopy_target):
+    ids = [2, 20, 21, 22, 7, 20, 21]
+    gen = speculative_generate(loopy_target, None, ids, parse_strategy("ar+suffix:k=2,len=4,min_n=1"), 16,
+                               keep_trees=True)
+    nodes = [(s.tree.source[1:], s.tree.match_len[1:], s.tree.draft_prob[1:]) for s in gen.steps if len(s.tree) > 1]
+    assert nodes
+    for source, match, prob in nodes:
+        assert (source == 2).all() and (match >= 1).all() and ((prob > 0) & (prob <= 1)).all()
+    assert np.isclose(sum(s.tau for s in gen.steps), len(gen.tokens)) or sum(s.tau for s in gen.steps) > len(gen.tokens)

@@ -7,12 +7,14 @@ import pytest
 import torch
 from helpers import tiny_llama
 
+from spectree.core.errors import SpectreeError
 from spectree.prompts import Prompt
 from spectree.replay.forest import Forest, tile
 from spectree.replay.logbook import LogConfig, log_prompt
 from spectree.replay.replay import grow_forest, replay, summarize, visited_steps
 from spectree.reports import branching as bh
 from spectree.reports import explorer as ex
+from spectree.reports.figures import trees
 from spectree.reports.widgets import Explorer, initial_values
 from spectree.speed.costmodel import CostModel
 from spectree.strategies import REGISTRY, parse_strategy
@@ -209,3 +211,72 @@ def test_confirm_live_decodes_with_the_current_settings(forest, tiny_target, dra
     e.family.value = "C2T"  # the classifier object itself decodes: no file, no name needed
     live = e.confirm_live()
     assert not live["error"] and live["spec"].startswith("c2t:") and set(REGISTRY) == names
+
+
+def test_with_retrieval_wraps_the_policy_in_a_hybrid():
+    plain = parse_strategy("eagle2:K=5,d_max=4,N=8")
+    assert ex.with_retrieval(plain, "none", 3) is plain
+    both = ex.with_retrieval(plain, "lookup+suffix", 3)
+    assert both.drafting is plain and both.spec == "eagle2:K=5,d_max=4,N=8+lookup:len=3+suffix:len=3"
+    assert ex.with_retrieval(plain, "suffix").spec == "eagle2:K=5,d_max=4,N=8+suffix"  # the proposer's own len
+    with pytest.raises(SpectreeError, match="unknown retrieval"):
+        ex.with_retrieval(plain, "ngram")
+
+
+def test_retrieval_toggle_replays_the_hybrid(explorer, forest, classifier):
+    e = Explorer(forest, COST, classifier, depth=4, family="EAGLE-2", front=explorer.front)
+    assert e.retrieval.description == "retrieval" and e.retrieval.value == "none"
+    assert tuple(e.retrieval.options) == ("none", "lookup", "suffix", "lookup+suffix")
+    assert (e.retrieval_len.min, e.retrieval_len.max) == (1, 4) and e.retrieval_len.disabled  # len ≤ logbook d_max
+    plain = e.values()
+    base = e.policy().spec
+    assert plain["retrieval"] == "none" and plain["spec"] == base and "+" not in base
+    assert plain["tau"] == replay(forest, parse_strategy(base)).tau.mean()
+    gammas = {}
+    for retrieval, suffix in [("lookup", "+lookup:len=3"), ("suffix", "+suffix:len=3"),
+                              ("lookup+suffix", "+lookup:len=3+suffix:len=3")]:
+        shown = e.set_retrieval(retrieval, 3)
+        assert not shown["error"] and shown["spec"] == base + suffix and e.policy().spec == shown["spec"]
+        assert not e.retrieval_len.disabled and shown["retrieval"] == retrieval
+        steps = replay(forest, parse_strategy(shown["spec"]))
+        assert (shown["tau"], shown["gamma"], shown["steps"]) == (steps.tau.mean(), steps.gamma.mean(), len(steps))
+        assert shown["speedup"] == ex.score(forest, parse_strategy(shown["spec"]), COST)["speedup"]
+        assert e.tree.value[:4] == b"\x89PNG" and f"{shown['tau']:.3f}" in e.numbers.value
+        gammas[retrieval] = shown["gamma"]
+    assert gammas["lookup+suffix"] > plain["gamma"]  # the grafted nodes are verified too
+    e.retrieval_len.value = 4  # the slider itself re-scores
+    assert e.values()["spec"] == base + "+lookup:len=4+suffix:len=4"
+    with pytest.raises(SpectreeError, match="branch len"):
+        e.set_retrieval("lookup", 5)
+    back = e.set_retrieval("none")
+    assert back["spec"] == base and e.retrieval_len.disabled
+    assert {k: back[k] for k in ("tau", "gamma", "speedup", "steps")} == {k: plain[k] for k in ("tau", "gamma",
+                                                                                              "speedup", "steps")}
+
+
+def test_drawn_hybrid_tree_holds_the_replayed_tree(forest):
+    """The drawing's grafted nodes are replay's: kept + grafted nodes = γ + 1, accepted among them = τ − 1."""
+    policy = parse_strategy("eagle2:K=5,d_max=4,N=8+lookup:len=3+suffix:len=3")
+    growth = grow_forest(forest, policy)
+    steps = visited_steps(forest, growth, policy.retrieval)
+    grafted = accepted = 0
+    for t, tau, gamma in zip(steps.tree, steps.tau, steps.gamma):
+        rows, _ = trees.shown_rows(forest, int(t), growth.kept, 5, growth.fed, max_nodes=10_000)
+        tree = trees.subtree_of(forest, rows)
+        added = trees.graft_drawn(forest, int(t), growth.kept, rows, tree, policy.retrieval)
+        kept = growth.kept[rows]
+        assert kept.sum() + len(added) == gamma + 1 and len(tree) == len(rows) + len(added)
+        assert (kept & forest.on_path[rows]).sum() - 1 + added.sum() == tau - 1
+        assert (tree.source.numpy()[len(rows):] > 0).all() and (tree.source.numpy()[:len(rows)] == 0).all()
+        grafted, accepted = grafted + len(added), accepted + int(added.sum())
+    assert grafted > accepted > 0  # the toy logbook repeats itself: retrieval proposes, and is sometimes right
+    ax = trees.draw_kept_tree(forest, int(steps.tree.iloc[3]), growth.kept, 5, growth.fed, retrieval=policy.retrieval)
+    assert "retrieval nodes" in ax.get_title()
+
+
+def test_confirm_live_decodes_the_hybrid(forest, tiny_target, draft, classifier):
+    e = Explorer(forest, COST, classifier, depth=4, load_models=lambda: (tiny_target, draft, Template(PROMPTS[0])),
+                 live_tokens=6, family="EAGLE-2", retrieval="lookup")
+    assert e.values()["spec"].endswith("+lookup:len=4") and not e.retrieval_len.disabled
+    live = e.confirm_live()
+    assert not live["error"] and live["spec"] == e.values()["spec"] and live["tokens_per_s"] > 0

@@ -6,6 +6,8 @@ Estimated time of one step (`CostModel.step_seconds`): one draft forward per lay
 τ tokens the previous step committed (it yields the root's distribution), then one over every node the
 policy expands (before EAGLE-2's / DySpec's final reranking: the draft saw those nodes) — plus one target
 forward over the tree (γ + 1 tokens). Speedup over plain decoding = Σ τ · t_target(1) / Σ step time.
+A hybrid policy (`with_retrieval`: the policy plus prompt-lookup / suffix branches) is replayed with its
+branches grafted: its τ and γ count the grafted nodes, which cost target tokens but no draft forward.
 """
 from __future__ import annotations
 
@@ -22,12 +24,14 @@ from spectree.replay.forest import Forest
 from spectree.replay.logbook import LoggedPrompt
 from spectree.replay.replay import as_forest, grow_forest, summarize, visited_steps
 from spectree.reports.branching import parse_expression, parse_table
+from spectree.retrieval import Lookup, Suffix
 from spectree.speed.costmodel import CostModel
-from spectree.strategies import (REGISTRY, C2T, PCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching)
+from spectree.strategies import (REGISTRY, C2T, PCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching, Hybrid)
 from spectree.strategies.c2t import C2TClassifier
 
 FAMILIES = {"C2T": "c2t", "EAGLE-2": "eagle2", "DySpec budget": "dyspec", "DySpec threshold": "dyspec_threshold",
             "PCT": "pct", "B(H)": "entropy"}  # explorer family → strategy name
+RETRIEVAL = {"none": (), "lookup": (Lookup,), "suffix": (Suffix,), "lookup+suffix": (Lookup, Suffix)}  # → proposers
 
 
 # --- scoring ----------------------------------------------------------------------------------------------
@@ -58,7 +62,7 @@ def score(source: Union[Forest, list[LoggedPrompt]], policy: Policy, cost: CostM
     t0 = time.perf_counter()
     forest = as_forest(source)
     growth = growth if growth is not None else grow_forest(forest, policy)
-    steps = visited_steps(forest, growth)
+    steps = visited_steps(forest, growth, policy.retrieval)
     out = summarize(steps)
     seconds = step_times(forest, growth, steps, cost)
     out.update(tau_per_gamma=out["tau"] / out["gamma"] if out["gamma"] else math.nan,
@@ -86,6 +90,17 @@ def policy_for(family: str, settings: dict[str, Any], classifier: Optional[C2TCl
         branching = parse_expression(text) if settings["mode"] == "expression" else parse_table(text)
         return EntropyBranching(**params, branching=branching)
     return REGISTRY[FAMILIES[family]](**params)
+
+
+def with_retrieval(policy: Policy, retrieval: str = "none", length: Optional[int] = None) -> Policy:
+    """`policy` with the retrieval branches of the explorer's choice (a key of RETRIEVAL) grafted into its trees:
+    `Hybrid(policy, proposers)`, each proposer with its default settings and `length` tokens per branch
+    (default: the proposer's own); 'none' returns the policy itself."""
+    if retrieval not in RETRIEVAL:
+        raise SpectreeError(f"unknown retrieval '{retrieval}': use one of {list(RETRIEVAL)}")
+    if retrieval == "none":
+        return policy
+    return Hybrid(policy, tuple(kind() if length is None else kind(len=int(length)) for kind in RETRIEVAL[retrieval]))
 
 
 # --- the frontier -----------------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
 """The interactive explorer (ipywidgets): pick a tree policy family, move its knobs, and see τ, γ, τ/γ and
-the estimated speedup (replay + cost model, `reports.explorer`), the policy on the τ–γ plane of
-a fixed comparison set, and one logged tree with the nodes it keeps. "Confirm live" decodes two prompts
-with the real pair (`speed.bench.run_strategies`) and puts the measured tokens/s beside the estimate.
+the estimated speedup (replay + cost model, `reports.explorer`), optionally with retrieval branches
+(prompt lookup, the suffix index: the "retrieval" dropdown and the "branch len" slider) grafted into its
+trees, the policy on the τ–γ plane of a fixed comparison set, and one logged tree with the nodes it keeps.
+"Confirm live" decodes two prompts with the real pair (`speed.bench.run_strategies`) and puts the measured
+tokens/s beside the estimate.
 
 Everything is plain Python: `Explorer(...)` builds the widgets without a browser, `values()` returns the
-numbers on display and `set_beta()` moves C2T's β, so tests drive it directly.
+numbers on display, `set_beta()` moves C2T's β and `set_retrieval()` picks the retrieval branches, so tests drive
+it directly.
 """
 from __future__ import annotations
 
@@ -45,12 +48,15 @@ class Explorer:
     module (the C2T family is offered only with one) and classifier_name its data/c2t name (for the live
     run); depth: the EAGLE-2 / C2T default depth; front: a precomputed frontier table (else computed here);
     load_models: returns (target, draft, tokenizer) for the live run (default: `models.load_pair(pair)`),
-    called only when "confirm live" is pressed."""
+    called only when "confirm live" is pressed; retrieval: the initial choice of retrieval branches
+    (`reports.explorer.RETRIEVAL`: none, lookup, suffix, lookup+suffix), grafted into every policy's trees with
+    "branch len" tokens each (at most the logbook's d_max, which replay needs)."""
 
     def __init__(self, logbook: Union[list[LoggedPrompt], Forest], cost: CostModel, classifier=None,
                  classifier_name: Optional[str] = None, pair: str = "smollm2-edd", tokenizer: Any = None,
                  depth: Optional[int] = None, front=None, live_prompts: int = 2, live_tokens: int = 16,
-                 load_models: Optional[Callable[[], tuple]] = None, family: Optional[str] = None):
+                 load_models: Optional[Callable[[], tuple]] = None, family: Optional[str] = None,
+                 retrieval: str = "none"):
         self.forest = logbook if isinstance(logbook, Forest) else Forest.of(logbook)
         self.cost, self.classifier, self.classifier_name = cost, classifier, classifier_name
         self.pair, self.tokenizer, self.live_prompts, self.live_tokens = pair, tokenizer, live_prompts, live_tokens
@@ -64,6 +70,9 @@ class Explorer:
         self.fields = self._build_fields()
         families = [f for f in ex.FAMILIES if f != "C2T" or classifier is not None]
         self.family = W.Dropdown(options=families, value=family or families[0], description="policy family")
+        self.retrieval = W.Dropdown(options=list(ex.RETRIEVAL), value=retrieval, description="retrieval")
+        self.retrieval_len = _int("branch len", 8, 1, self.d_max)  # the proposers' default len, within the logbook
+        self.retrieval_len.disabled = retrieval == "none"
         self.example = W.IntSlider(value=self.forest.n_trees // 2, min=0, max=self.forest.n_trees - 1,
                                    description="example tree", **_SLIDER)
         self.params = W.VBox()
@@ -77,10 +86,13 @@ class Explorer:
         self.live_values: dict[str, Any] = {}
         self.timing: dict[str, float] = {}
         self._kept = self._expanded = None
-        for widget in [self.family, self.example, *(w for fs in self.fields.values() for w in fs.values())]:
+        self._retrieval: tuple = ()
+        for widget in [self.family, self.example, self.retrieval, self.retrieval_len,
+                       *(w for fs in self.fields.values() for w in fs.values())]:
             widget.observe(self._changed, names="value")
         self.live_button.on_click(lambda _: self.confirm_live())
-        self.widget = W.VBox([W.HBox([self.family, self.example]), self.params, self.message, self.numbers,
+        self.widget = W.VBox([W.HBox([self.family, self.example]), W.HBox([self.retrieval, self.retrieval_len]),
+                              self.params, self.message, self.numbers,
                               W.HBox([self.plot, self.tree]), W.HBox([self.live_button, self.live_out])])
         self._show_params()
         self.refresh()
@@ -125,6 +137,10 @@ class Explorer:
     def _changed(self, change) -> None:
         if change["owner"] is self.family:
             self._show_params()
+        if change["owner"] is self.retrieval:
+            self.retrieval_len.disabled = change["new"] == "none"
+        if change["owner"] is self.retrieval_len and self.retrieval.value == "none":
+            return  # the branches' length changes nothing without branches
         if change["owner"] is self.example and self._kept is not None:
             self._draw_tree()
             return
@@ -134,12 +150,15 @@ class Explorer:
         """Re-score the current settings and redraw; returns `values()`."""
         t0 = time.perf_counter()
         family, settings = self.family.value, self.settings()
-        values: dict[str, Any] = {"family": family, "settings": settings, "error": ""}
+        values: dict[str, Any] = {"family": family, "settings": settings, "retrieval": self.retrieval.value,
+                                  "spec": "", "error": ""}
         try:
             policy = self.policy()
+            values["spec"] = policy.spec
             growth = grow_forest(self.forest, policy)
             roots = self.forest.cols["parents"] < 0  # offered children from the last committed token's forward
             self._kept, self._expanded, self._policy_K = growth.kept, growth.fed | roots, policy.K
+            self._retrieval = policy.retrieval
             numbers = ex.score(self.forest, policy, self.cost, growth)
             values.update({k: numbers[k] for k in ("tau", "gamma", "tau_per_gamma", "speedup", "step_ms",
                                                    "ms_per_token", "steps")})
@@ -156,8 +175,10 @@ class Explorer:
         return self.values()
 
     def policy(self) -> Policy:
-        """The policy the current settings describe."""
-        return ex.policy_for(self.family.value, self.settings(), self.classifier, self.classifier_name or "explorer")
+        """The policy the current settings describe: the family's, with the chosen retrieval branches grafted into
+        its trees (a `Hybrid`; the family's own policy when retrieval is 'none')."""
+        policy = ex.policy_for(self.family.value, self.settings(), self.classifier, self.classifier_name or "explorer")
+        return ex.with_retrieval(policy, self.retrieval.value, self.retrieval_len.value)
 
     def values(self) -> dict[str, Any]:
         """The numbers on display: family, settings, τ, γ, τ/γ, estimated speedup (NaN and `error` when
@@ -170,6 +191,18 @@ class Explorer:
             raise SpectreeError("this explorer has no C2T classifier")
         self.family.value = "C2T"
         self.fields["C2T"]["beta"].value = float(beta)
+        return self.values()
+
+    def set_retrieval(self, retrieval: str, length: Optional[int] = None) -> dict[str, Any]:
+        """Pick the retrieval branches (a key of `reports.explorer.RETRIEVAL`) and, if given, their length in tokens
+        (what a user does with the dropdown and the slider); returns `values()`."""
+        if retrieval not in self.retrieval.options:
+            raise SpectreeError(f"unknown retrieval '{retrieval}': use one of {list(self.retrieval.options)}")
+        if length is not None and not 1 <= int(length) <= self.d_max:
+            raise SpectreeError(f"branch len must be 1..{self.d_max} (the logbook's d_max), got {length}")
+        if length is not None:
+            self.retrieval_len.value = int(length)  # re-scores unless retrieval is still 'none'
+        self.retrieval.value = retrieval  # re-scores if it changed
         return self.values()
 
     def _show_numbers(self) -> None:
@@ -188,9 +221,10 @@ class Explorer:
                               f"</tr></table><small>replay + cost model ({self.timing['score_ms']:.0f} ms)</small>")
 
     def _draw_plot(self) -> None:
+        retrieval = "" if self._values["retrieval"] == "none" else " + " + self._values["retrieval"]
         with plt.ioff():
             ax = figures.sweeps.plot_frontier(self.front, None if self._values["error"] else self._values,
-                                              label=f"current ({self._values['family']})")
+                                              label=f"current ({self._values['family']}{retrieval})")
             self.plot.value = figures.png(ax.figure)
 
     def _draw_tree(self) -> None:
@@ -199,7 +233,7 @@ class Explorer:
             return
         with plt.ioff():
             ax = figures.trees.draw_kept_tree(self.forest, int(self.example.value), self._kept, self._policy_K,
-                                              self._expanded, self.tokenizer)
+                                              self._expanded, self.tokenizer, retrieval=self._retrieval)
             self.tree.value = figures.png(ax.figure)
 
     # --- live confirmation ------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 policy keeps highlighted against the candidates it was offered and pruned."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -10,9 +10,10 @@ import seaborn as sns
 import torch
 from matplotlib.axes import Axes
 
-from spectree.core.tree import DraftTree
+from spectree.core.tree import DraftTree, Nodes
 from spectree.core.groups import rank_in_group
 from spectree.replay.forest import Forest
+from spectree.retrieval import Grafter, Retrieval, graft_columns
 
 ACCEPT_COLOR = "#2e7d32"
 ROOT_COLOR = "#d9d9d9"
@@ -143,6 +144,7 @@ def draw_tree_mask(tree: DraftTree, ax: Optional[Axes] = None, tokenizer: Any = 
 
 KEPT_COLOR = "#1f4e79"
 PRUNED_COLOR = "#f2f2f2"
+RETRIEVAL_COLOR = "#e07b00"  # nodes grafted by retrieval proposers (prompt lookup, suffix index)
 
 
 def shown_rows(forest: Forest, tree_id: int, kept: np.ndarray, K: int, expanded: Optional[np.ndarray] = None,
@@ -171,13 +173,36 @@ def subtree_of(forest: Forest, rows: np.ndarray) -> DraftTree:
     return DraftTree(**nodes.columns(), prefix_len=0)
 
 
+def graft_drawn(forest: Forest, tree_id: int, kept: np.ndarray, rows: np.ndarray, tree: DraftTree,
+                retrieval: Sequence[Retrieval]) -> np.ndarray:
+    """Graft the proposers' branches into the drawn `tree` (logged `rows`) as hybrid replay grafts them into the
+    tree's kept nodes (`replay.HybridSteps`: pruned nodes are not followed); returns the added nodes' on-path flags."""
+    lp, pos, cols = forest.logbook[int(forest.tree_prompt[tree_id])], int(forest.tree_position[tree_id]), forest.cols
+    grafter = Grafter(retrieval, lp.prompt_ids)
+    grafter.extend(lp.continuation[:pos])
+    tokens = np.where(kept[rows], cols["tokens"][rows], -1)  # a branch never follows a pruned node
+    new = graft_columns(tree.parents.numpy(), tokens, cols["depth"][rows], cols["joint"][rows], grafter.proposals())
+    path, cont = (forest.on_path[rows] & kept[rows]).tolist(), lp.continuation[pos:]
+    for p, t, d in zip(new["parents"].tolist(), new["tokens"].tolist(), new["depth"].tolist()):
+        path.append(path[p] and d <= len(cont) and t == cont[d - 1])
+    tree.add(Nodes(**{f: torch.from_numpy(c) for f, c in new.items()}))
+    return np.array(path[len(rows):], dtype=bool)
+
+
 def draw_kept_tree(forest: Forest, tree_id: int, kept: np.ndarray, K: int, expanded: Optional[np.ndarray] = None,
-                   tokenizer: Any = None, ax: Optional[Axes] = None, max_pruned: int = 3, max_nodes: int = 90) -> Axes:
+                   tokenizer: Any = None, ax: Optional[Axes] = None, max_pruned: int = 3, max_nodes: int = 90,
+                   retrieval: Sequence[Retrieval] = ()) -> Axes:
     """One logged tree as a policy sees it: kept nodes dark (green where the target accepts them, i.e. on
     its greedy path), offered-but-pruned candidates light with dashed edges (a green border marks a pruned
-    node the target would have accepted). `expanded`: nodes whose children were offered (default: kept)."""
+    node the target would have accepted). `expanded`: nodes whose children were offered (default: kept).
+    `retrieval`: a hybrid's proposers, whose grafted nodes are drawn kept with an orange border."""
     rows, hidden = shown_rows(forest, tree_id, kept, K, expanded, max_pruned, max_nodes)
     tree = subtree_of(forest, rows)
+    is_kept, on_path, grafted = kept[rows], forest.on_path[rows], np.zeros(len(rows), bool)
+    if retrieval:
+        added = graft_drawn(forest, tree_id, kept, rows, tree, retrieval)
+        new = np.ones(len(added), bool)  # grafted nodes are all in the hybrid's tree
+        is_kept, on_path, grafted = np.r_[is_kept, new], np.r_[on_path, added], np.r_[grafted, new]
     pos = tree_layout(tree)
     n_rows = max(len(tree.leaves()), 1)
     d_max = int(tree.depth.max()) if len(tree) else 0
@@ -185,7 +210,6 @@ def draw_kept_tree(forest: Forest, tree_id: int, kept: np.ndarray, K: int, expan
         height = min(0.34 * n_rows + 1.2, 14)
         fig, ax = plt.subplots(figsize=(max(1.6 * (d_max + 1) + 1.0, 6.5), height))
         fig.subplots_adjust(left=0.03, right=0.97, bottom=0.55 / height, top=1 - 0.45 / height)
-    is_kept, on_path = kept[rows], forest.on_path[rows]
     labels = node_labels(tree, tokenizer, 8)
     for i, p in enumerate(tree.parents.tolist()):
         if p < 0:
@@ -203,8 +227,10 @@ def draw_kept_tree(forest: Forest, tree_id: int, kept: np.ndarray, K: int, expan
             edge, color = face, "white"
         else:
             face, edge, color = PRUNED_COLOR, ACCEPT_COLOR if on_path[i] else EDGE_COLOR, "#666666"
+        edge = RETRIEVAL_COLOR if grafted[i] else edge
         ax.text(x, y, labels[i], ha="center", va="center", color=color, zorder=3, fontsize=6.5 if small else 8,
-                bbox=dict(boxstyle="round,pad=0.2", fc=face, ec=edge, lw=1.6 if (i and on_path[i]) else 0.8))
+                bbox=dict(boxstyle="round,pad=0.2", fc=face, ec=edge,
+                          lw=2.2 if grafted[i] else 1.6 if (i and on_path[i]) else 0.8))
     ax.set_xlim(-0.5, d_max + 0.5)
     ax.set_ylim(n_rows - 0.4, -0.6)
     ax.set_xticks(range(d_max + 1))
@@ -215,6 +241,7 @@ def draw_kept_tree(forest: Forest, tree_id: int, kept: np.ndarray, K: int, expan
     n_kept, accepted = int(is_kept.sum()) - 1, int((is_kept & on_path).sum()) - 1
     lp = forest.logbook[int(forest.tree_prompt[tree_id])]
     note = f", {hidden} more not drawn" if hidden else ""
+    note += f", {int(grafted.sum())} retrieval nodes (orange border)" if retrieval else ""
     ax.set_title(f"{lp.prompt.key} @ {int(forest.tree_position[tree_id])}: kept {n_kept} draft tokens (dark), "
                  f"accepted {accepted} (green)\npruned candidates light{note}", fontsize=8.5)
     return ax

@@ -21,5 +21,6 @@ NOTEBOOKS=(
   09_block_sparsity.ipynb
   10_explorer.ipynb
   11_draft_quality.ipynb
+  12_retrieval.ipynb
 )
 exec .venv/bin/python -m spectree.reports.runner --notebooks "${NOTEBOOKS[@]}" "$@"

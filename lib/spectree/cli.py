@@ -188,7 +188,7 @@ def cmd_bench(args) -> int:
 
     policies = _policies(args.strategies)
     sampling = Sampling(args.temperature, args.top_p)
-    prompts = _checked_prompts(args, max(p.d_max for p in policies.values()))
+    prompts = _checked_prompts(args, max(p.max_depth for p in policies.values()))
     skipped: dict[str, str] = {}
     models = load_pair(args.pair, packed=wants_packed(args.kernels), **_placed(args))
     policies = _calibrated(policies, args.pair, models)
@@ -211,7 +211,7 @@ def cmd_lossless(args) -> int:
     from spectree.speed.bench import find_mismatches, run_strategies, summarize_runs
 
     policies = _policies(args.strategies)
-    prompts = _checked_prompts(args, max(p.d_max for p in policies.values()))
+    prompts = _checked_prompts(args, max(p.max_depth for p in policies.values()))
     models = load_pair(args.pair, packed=wants_packed(args.kernels), **_placed(args))
     policies = _calibrated(policies, args.pair, models)
     skipped: dict[str, str] = {}

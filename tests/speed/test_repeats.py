@@ -9,7 +9,7 @@ from helpers import tiny_llama
 from spectree.core.errors import SpectreeError
 from spectree.prompts import Prompt
 from spectree.speed.bench import HF, Run, find_mismatches, run_strategies, summarize_runs, unsteady_outputs
-from spectree.speed.tables import _prompt_rows, by_category, per_prompt, speed_table
+from spectree.speed.tables import prompt_rows, by_category, per_prompt, speed_table
 from spectree.strategies import parse_strategy
 
 OLD_COLUMNS = ["strategy", "tokens_per_s", "speedup", "speedup_same_kernels", "tau", "gamma", "tokens", "forwards",
@@ -89,7 +89,7 @@ def test_per_prompt_and_claim_rows_with_repeats():
     runs = _runs({HF: [[1.0, 2.0], [1.0, 2.0]], "chain": [[0.5, 1.0], [1.0, 1.0]]})
     rows = per_prompt(runs)
     assert "repeat" in rows and rows.time_saved.tolist() == pytest.approx([0.5, 0.5, 0.0, 0.5])
-    pooled = _prompt_rows(runs)  # one row per (method, prompt), repeats summed: a bootstrap resamples prompts
+    pooled = prompt_rows(runs)  # one row per (method, prompt), repeats summed: a bootstrap resamples prompts
     assert len(pooled) == 4 and pooled.set_index(["strategy", "prompt"]).loc[("chain", "p0"), "seconds"] == 1.5
     assert pooled.n_tokens.tolist() == [20] * 4
 

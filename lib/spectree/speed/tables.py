@@ -125,7 +125,7 @@ def dyspec_layout(tables: dict[float, pd.DataFrame], budget: int = 32) -> pd.Dat
 _COUNTS = ["n_tokens", "seconds", "forwards", "tau_sum", "gamma_sum", "draft_s", "verify_s", "tree_s"]
 
 
-def _prompt_rows(runs: list[Run]) -> pd.DataFrame:
+def prompt_rows(runs: list[Run]) -> pd.DataFrame:
     """One row per (method, prompt), labelled by `speed_table`'s method names: its counts and seconds summed over
     the repeats, so that a bootstrap over the rows resamples prompts (a pooled rate Σ num / Σ den is unchanged)."""
     df = pd.DataFrame([r.__dict__ for r in runs]).assign(n_tokens=lambda d: d.tokens.map(len))
@@ -133,17 +133,17 @@ def _prompt_rows(runs: list[Run]) -> pd.DataFrame:
     return df.assign(method=df.strategy.map(lambda s: REFERENCES.get(s, s)))
 
 
-def _aligned(rows: pd.DataFrame, *methods: str) -> list[pd.DataFrame]:
+def aligned(rows: pd.DataFrame, *methods: str) -> list[pd.DataFrame]:
     """The per-prompt rows of each method on the prompts all of them decoded, in one order."""
     frames = [rows[rows.method == m].set_index("prompt") for m in methods]
     common = sorted(set.intersection(*(set(f.index) for f in frames)))
     return [f.loc[common] for f in frames]
 
 
-def _versus(rows: pd.DataFrame, a: str, b: str, num: str, den: str, bar: float, what: str, *,
+def versus(rows: pd.DataFrame, a: str, b: str, num: str, den: str, bar: float, what: str, *,
             quotient: bool = True, above: bool = True, strict: bool = False) -> Evidence:
     """Pooled Σ num / Σ den of method a against method b (quotient or difference), paired over prompts."""
-    fa, fb = _aligned(rows, a, b)
+    fa, fb = aligned(rows, a, b)
     return bootstrap_rule([fa[num], fa[den], fb[num], fb[den]], pooled_quotient if quotient else pooled_difference,
                           bar, what, above=above, strict=strict)
 
@@ -155,20 +155,20 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
     Σ forwards, …, as `speed_table` prints it) with a 95% paired bootstrap interval over the prompts (at least
     `claims.MIN_PROMPTS`); the best strategy is the one with the highest pooled speedup."""
     tables = {temp: speed_table(r) for temp, r in runs.items()}
-    greedy, table = _prompt_rows(runs[min(runs)]), tables[min(tables)]
+    greedy, table = prompt_rows(runs[min(runs)]), tables[min(tables)]
     t = table.set_index("method")
     spec = t.drop(index=[*REFERENCES.values(), "AR (our loop)"], errors="ignore")  # our decoder's strategies
     best = spec.speedup.idxmax()
     out = [claim("best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)", "≥ 1.3×",
                  f"{best}: {spec.speedup.max():.2f}×",
-                 _versus(greedy, best, REFERENCES[HF], "n_tokens", "seconds", 1.3, f"tokens/s of {best} ÷ HF's"))]
+                 versus(greedy, best, REFERENCES[HF], "n_tokens", "seconds", 1.3, f"tokens/s of {best} ÷ HF's"))]
     same = spec.get("speedup_same_kernels", pd.Series(dtype=float))
     if same.notna().any():  # the same bar with the kernels' own gain taken out
         out.append(claim("best strategy ≥ 1.3× HF generate on the same packed kernels (speculation alone)",
                          "≥ 1.3×", f"{same.idxmax()}: {same.max():.2f}×",
-                         _versus(greedy, same.idxmax(), REFERENCES[HF_PACKED], "n_tokens", "seconds", 1.3,
+                         versus(greedy, same.idxmax(), REFERENCES[HF_PACKED], "n_tokens", "seconds", 1.3,
                                  f"tokens/s of {same.idxmax()} ÷ packed HF's")))
-    decoded = [f for r in runs.values() for m, f in _prompt_rows(r).groupby("method")
+    decoded = [f for r in runs.values() for m, f in prompt_rows(r).groupby("method")
                if m not in REFERENCES.values()]
     tree = all_of([bootstrap_rule([f.tree_s, f.seconds], pooled, 0.05, "tree construction's share", above=False)
                    for f in decoded], "95% paired bootstrap interval of tree construction's share ≤ 0.05, "
@@ -182,8 +182,8 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
         ratio = t.loc[c2t, "gamma"] / t.loc[e2, "gamma"]
         out.append(claim("C2T keeps EAGLE-2's τ with 75–80% of its γ", "τ equal, γ 75–80%",
                          f"τ {t.loc[c2t, 'tau']:.2f} vs {t.loc[e2, 'tau']:.2f}, γ {100 * ratio:.0f}%",
-                         all_of([_versus(greedy, c2t, e2, "tau_sum", "forwards", 0.97, "τ(C2T) ÷ τ(EAGLE-2)"),
-                                 _versus(greedy, c2t, e2, "gamma_sum", "forwards", 0.85, "γ(C2T) ÷ γ(EAGLE-2)",
+                         all_of([versus(greedy, c2t, e2, "tau_sum", "forwards", 0.97, "τ(C2T) ÷ τ(EAGLE-2)"),
+                                 versus(greedy, c2t, e2, "gamma_sum", "forwards", 0.85, "γ(C2T) ÷ γ(EAGLE-2)",
                                          above=False)])))
     gun = gunjur_table(table).set_index("method")
     if {"Dyn width only", "Static"} <= set(gun.index):
@@ -192,7 +192,7 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
                          "dyn width only > static",
                          f"{gun.loc['Dyn width only', 'time_saved_pct']:.1f}% vs "
                          f"{gun.loc['Static', 'time_saved_pct']:.1f}%",
-                         all_of([_versus(greedy, "dyn width only", m, "n_tokens", "seconds", 1.0,
+                         all_of([versus(greedy, "dyn width only", m, "n_tokens", "seconds", 1.0,
                                          "tokens/s of dyn width only ÷ the other's", strict=True) for m in others],
                                 "95% paired bootstrap interval of tokens/s of dyn width only ÷ each other Gunjur "
                                 f"method > 1, n ≥ {MIN_PROMPTS} prompts")))
@@ -200,7 +200,7 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
     if {ds, "SpecInfer-style"} <= set(t.index):
         out.append(claim("DySpec: more tokens per step than SpecInfer-style trees", "DySpec τ > SpecInfer τ",
                          f"{t.loc[ds, 'tau']:.2f} vs {t.loc['SpecInfer-style', 'tau']:.2f}",
-                         _versus(greedy, ds, "SpecInfer-style", "tau_sum", "forwards", 0.0,
+                         versus(greedy, ds, "SpecInfer-style", "tau_sum", "forwards", 0.0,
                                  "τ(DySpec) − τ(SpecInfer-style)", quotient=False, strict=True)))
     return out
 

@@ -38,3 +38,14 @@ def plotly_per_prompt(df: pd.DataFrame, title: str = "per prompt: time saved vs 
     return px.scatter(df, x="wasted_per_token", y="time_saved", color="strategy", hover_data=["prompt", "category"],
                       labels={"wasted_per_token": "unaccepted candidates per token", "time_saved": "time saved vs HF"},
                       title=title)
+
+
+def plot_by_length(per_length: pd.DataFrame, ax: Optional[Axes] = None, title: str = "") -> Axes:
+    """Speedup over HF generate against prompt length (`tables.by_category` of a length-axis run: categories
+    'short', '256', '1k', …, in run order), one line per method."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    sns.pointplot(per_length, x="category", y="speedup", hue="method", ax=ax, order=list(dict.fromkeys(per_length.category)))
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set(xlabel="prompt length (tokens, chat template included)", ylabel="speedup over HF generate", title=title)
+    return ax

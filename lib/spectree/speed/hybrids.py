@@ -1,0 +1,136 @@
+"""Retrieval branches and long prompts in the live benchmark (notebook 12): the hybrid rows, the prompt-length
+axis, the lossless grid of every policy family × retrieval mode, and the claims that judge them.
+
+Every speed number comes from `bench.run_strategies` with interleaved repeats; a claim about one run's speedup
+reads its spread over the repeats (`repeat_rule`: holds when even the slowest repeat clears the bar, does not hold
+when even the fastest misses it), a claim pooled over a prompt set bootstraps over its prompts (`tables.versus`).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Sequence
+
+import pandas as pd
+
+from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, Evidence, all_of, claim
+from spectree.core.policy import Policy
+from spectree.prompts import Prompt
+from spectree.speed.bench import HF, HF_LOOKUP, HF_PACKED, REFERENCES, Run, repeat_speedups
+from spectree.speed.lengths import long_prompts
+from spectree.speed.tables import prompt_rows, speed_table, versus
+from spectree.strategies import autoregressive, parse_strategy
+
+AR = "AR (our loop)"
+MIN_REPEATS = 3  # a speedup read from one run's repeats needs at least this many
+
+
+def hybrid_strategies(trees: dict[str, Policy], modes: Sequence[str]) -> dict[str, Policy]:
+    """label → policy: our AR loop, each retrieval mode alone (`ar+MODE`, labelled MODE), then each model tree
+    alone and with each mode (`LABEL+MODE`). A mode is a retrieval spec: 'lookup', 'suffix:k=2', 'lookup+suffix'."""
+    out: dict[str, Policy] = {AR: autoregressive()}
+    out.update({mode: parse_strategy(f"ar+{mode}") for mode in modes})
+    for label, tree in trees.items():
+        out[label] = tree
+        out.update({f"{label}+{mode}": parse_strategy(f"{tree.spec}+{mode}") for mode in modes})
+    return out
+
+
+def family_grid(specs: Sequence[str], modes: Sequence[str]) -> dict[str, Policy]:
+    """`SPEC+MODE` → policy for every policy setting × retrieval mode (the lossless grid)."""
+    return {f"{spec}+{mode}": parse_strategy(f"{spec}+{mode}") for spec in specs for mode in modes}
+
+
+def by_dataset(runs: list[Run]) -> dict[str, list[Run]]:
+    """The runs of each prompt set (the dataset part of the prompt key: 'copy', 'mtbench', ...), in run order."""
+    out: dict[str, list[Run]] = {}
+    for r in runs:
+        out.setdefault(r.prompt.split("/")[0], []).append(r)
+    return out
+
+
+def length_axis(tokenizer: Any, short: list[Prompt], lengths: Sequence[int], n: int) -> list[Prompt]:
+    """The prompts of the length axis: `short` ones (category 'short') and n of each length (`long_prompts`)."""
+    return [replace(p, category="short") for p in short] + long_prompts(tokenizer, lengths, n)
+
+
+def repeat_rule(speedups: pd.Series, bar: float, what: str) -> Evidence:
+    """One run's speedup against `bar` over its interleaved repeats: holds when every repeat clears it, does not
+    hold when none does, inconclusive otherwise or with fewer than MIN_REPEATS repeats."""
+    low, high, n = float(speedups.min()), float(speedups.max()), len(speedups)
+    verdict = (INCONCLUSIVE if n < MIN_REPEATS else HOLDS if low >= bar else FAILS if high < bar else INCONCLUSIVE)
+    return Evidence(verdict, f"every one of ≥ {MIN_REPEATS} interleaved repeats: {what} ≥ {bar:g}", n,
+                    float(speedups.median()), low, high)
+
+
+def _per_repeat(runs: list[Run], reference: str = HF) -> pd.DataFrame:
+    df = pd.DataFrame([r.__dict__ for r in runs]).assign(n_tokens=lambda d: d.tokens.map(len))
+    return repeat_speedups(df, reference)  # [strategy × repeat]
+
+
+def lossless_claim(grid_runs: list[Run], min_prompts: int = 100) -> dict[str, Any]:
+    """0 mismatches with HF generate on ≥ min_prompts prompts for every setting of the grid (greedy)."""
+    table = speed_table(grid_runs).set_index("strategy").drop(index=[HF, HF_PACKED], errors="ignore")
+    prompts = len({r.prompt for r in grid_runs})
+    wrong = table.index[table.exact < 1].tolist()
+    verdict = FAILS if wrong else HOLDS if prompts >= min_prompts else INCONCLUSIVE
+    return claim("every policy family × retrieval mode is lossless (greedy)", f"0 mismatches, ≥ {min_prompts} prompts",
+                 f"{len(table)} settings × {prompts} prompts: " + (f"mismatches in {wrong}" if wrong else "0 mismatches"),
+                 Evidence(verdict, f"every output equals HF generate's, n ≥ {min_prompts} prompts", prompts))
+
+
+def best_of(runs: list[Run], labels: Sequence[str]) -> str:
+    """The label among `labels` with the highest speedup over HF generate in these runs."""
+    table = speed_table(runs).set_index("strategy")
+    return table.loc[[l for l in labels if l in table.index], "speedup"].idxmax()
+
+
+def retrieval_claims(runs: list[Run], copy_set: str, hybrids: Sequence[str], trees: Sequence[str],
+                     goal_all: float = 1.6, goal_copy: float = 2.0) -> list[dict[str, Any]]:
+    """The issue's speed goals on one run over the copy-heavy set and the others: the best hybrid row ≥ goal_all ×
+    HF generate overall and ≥ goal_copy × on `copy_set` (pooled over prompts, 95% paired bootstrap), each with
+    speculation alone (against HF on the same packed kernels) and HF prompt lookup beside it."""
+    sets = {"all prompts": runs, f"the {copy_set} set": by_dataset(runs).get(copy_set, [])}
+    out = []
+    for (where, subset), goal in zip(sets.items(), (goal_all, goal_copy)):
+        if not subset:
+            continue
+        best, rows = best_of(subset, hybrids), prompt_rows(subset)
+        t = speed_table(subset).set_index("strategy")
+        beside = {name: t.loc[key, col] for name, key, col in [("same kernels", best, "speedup_same_kernels"),
+                                                               ("HF prompt lookup", HF_LOOKUP, "speedup"),
+                                                               ("best tree alone", best_of(subset, trees), "speedup")]
+                  if key in t.index}
+        ours = f"{best}: {t.loc[best, 'speedup']:.2f}× (" + ", ".join(f"{k} {v:.2f}×" for k, v in beside.items()) + ")"
+        out.append(claim(f"best hybrid ≥ {goal:g}× HF generate on {where} (issue goal)", f"≥ {goal:g}×", ours,
+                         versus(rows, best, REFERENCES[HF], "n_tokens", "seconds", goal, f"tokens/s of {best} ÷ HF's")))
+    return out
+
+
+def length_claims(runs: list[Run], trees: Sequence[str], long: Sequence[str] = ("1k", "2k"),
+                  margin: float = 0.1) -> list[dict[str, Any]]:
+    """On the length axis (one run, categories 'short', '256', '1k', …): our AR loop ≥ 1.0× HF generate at each
+    `long` length, and the best model-tree row there ≥ its speedup on the short prompts − margin."""
+    cats = {c: [r for r in runs if r.category == c] for c in dict.fromkeys(r.category for r in runs)}
+    short = _per_repeat(cats["short"])
+    best = short.loc[[t for t in trees if t in short.index]].median(axis=1).idxmax()
+    ar, tree = [], []
+    for c in long:
+        if c not in cats:
+            continue
+        at = _per_repeat(cats[c])
+        ar.append(repeat_rule(at.loc[AR], 1.0, f"{AR} ÷ HF generate at {c}"))
+        tree.append(repeat_rule(at.loc[best] - short.loc[best].median(), -margin,
+                                f"{best}'s speedup at {c} − its short-prompt median"))
+    if not ar:
+        return []
+    ours = {c: f"{_per_repeat(cats[c]).loc[AR].median():.2f}×" for c in long if c in cats}
+    trees_at = {c: f"{_per_repeat(cats[c]).loc[best].median():.2f}×" for c in long if c in cats}
+    return [claim("our AR loop ≥ 1.0× HF generate at 1k and 2k-token prompts", "≥ 1.0×",
+                  ", ".join(f"{c}: {v}" for c, v in ours.items()), all_of(ar)),
+            claim(f"best model tree keeps its short-prompt speedup − {margin:g} at long prompts",
+                  f"≥ short − {margin:g}", f"{best}: short {short.loc[best].median():.2f}×, "
+                  + ", ".join(f"{c} {v}" for c, v in trees_at.items()), all_of(tree))]
+
+
+__all__ = ["AR", "MIN_REPEATS", "hybrid_strategies", "family_grid", "by_dataset", "length_axis", "repeat_rule",
+           "lossless_claim", "best_of", "retrieval_claims", "length_claims"]

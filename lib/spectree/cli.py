@@ -97,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also time HF assisted generation with the pair's standalone draft (VDM, layer-skip)")
     b.add_argument("--hf-prompt-lookup", type=_whole(0), default=0, metavar="N",
                    help="also time HF prompt lookup decoding with N candidate tokens (needs no draft; 0: not)")
+    b.add_argument("--repeats", type=_whole(1), default=1,
+                   help="timed passes per prompt, interleaved (speedup: the median over passes, speedup_min beside)")
     ll = sub.add_parser("lossless", help="greedy exact match (lengths too) against HF generate")
     _common(ll, "mtbench:50+humaneval:50", 64)
     ll.add_argument("--strategies", nargs="+", default=DEFAULT_STRATEGIES)
@@ -193,7 +195,8 @@ def cmd_bench(args) -> int:
     models = load_pair(args.pair, packed=wants_packed(args.kernels), **_placed(args))
     policies = _calibrated(policies, args.pair, models)
     runs = run_strategies(models, prompts, policies, args.max_new_tokens, sampling, args.seed,
-                          hf_assisted=args.hf_assisted, skipped=skipped, hf_lookup=args.hf_prompt_lookup)
+                          hf_assisted=args.hf_assisted, skipped=skipped, hf_lookup=args.hf_prompt_lookup,
+                          repeats=args.repeats)
     table = summarize_runs(runs)  # no `exact` column for sampled runs (`Run.sampled`)
     print(f"pair={args.pair} prompts={args.prompts} ({len(prompts)}) max_new_tokens={args.max_new_tokens} "
           f"temperature={args.temperature} top_p={args.top_p} dtype={str(models[0].dtype).removeprefix('torch.')} "

@@ -1,0 +1,69 @@
+"""Notebook 12's rows and claims (`speed.hybrids`) on hand-made runs: which labels it builds, how a claim reads the
+spread over repeats, the best hybrid against HF generate per prompt set, and the lossless grid's verdict."""
+import pandas as pd
+import pytest
+
+from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE
+from spectree.speed.bench import HF, HF_LOOKUP, HF_PACKED, Run
+from spectree.speed import hybrids
+from spectree.strategies import Hybrid, parse_strategy
+
+TREE = "pct:ratio=0.2"
+
+
+def runs_at(speeds: dict[str, float], prompts: list[str], category: str = "c", repeats: int = 3,
+            jitter: float = 0.02, tokens: list[int] = (1,) * 32) -> list[Run]:
+    """Runs whose tokens/s is `speeds[method]` (HF's is 1), each repeat a little slower than the last."""
+    out = []
+    for p in prompts:
+        for r in range(repeats):
+            for method, speed in speeds.items():
+                out.append(Run(method, p, category, list(tokens), 1 / speed * (1 + jitter * r), 10, 10, 5, 0.1, 0.5,
+                               repeat=r))
+    return out
+
+
+def test_the_rows_are_ar_each_mode_each_tree_and_each_tree_with_each_mode():
+    rows = hybrids.hybrid_strategies({"PCT": parse_strategy(TREE)}, ["lookup", "suffix:k=3"])
+    assert list(rows) == [hybrids.AR, "lookup", "suffix:k=3", "PCT", "PCT+lookup", "PCT+suffix:k=3"]
+    assert isinstance(rows["PCT+suffix:k=3"], Hybrid) and rows["PCT+suffix:k=3"].spec == f"{TREE}+suffix:k=3"
+    assert rows["lookup"].drafting.d_max == 0  # prompt lookup alone: no draft model
+    grid = hybrids.family_grid(["ar", "chain:k=2"], ["lookup"])
+    assert list(grid) == ["ar+lookup", "chain:k=2+lookup"]
+
+
+@pytest.mark.parametrize("speedups, verdict", [([1.2, 1.1, 1.05], HOLDS), ([0.9, 0.8, 0.95], FAILS),
+                                                ([1.2, 0.9, 1.1], INCONCLUSIVE), ([1.2, 1.3], INCONCLUSIVE)])
+def test_a_speedup_read_from_repeats_holds_only_when_every_repeat_clears_the_bar(speedups, verdict):
+    evidence = hybrids.repeat_rule(pd.Series(speedups), 1.0, "x")
+    assert evidence.verdict == verdict and evidence.n == len(speedups)
+    assert (evidence.low, evidence.high) == (min(speedups), max(speedups))
+
+
+def test_the_best_hybrid_is_judged_per_prompt_set_with_speculation_alone_beside_it():
+    speeds = {HF: 1.0, HF_PACKED: 1.2, HF_LOOKUP: 1.5, hybrids.AR: 1.1, TREE: 1.4, f"{TREE}+lookup": 2.5}
+    runs = (runs_at(speeds, [f"copy/{i}" for i in range(8)])
+            + runs_at({**speeds, f"{TREE}+lookup": 1.3}, [f"mtbench/{i}" for i in range(8)]))
+    copy_claim, = [c for c in hybrids.retrieval_claims(runs, "copy", [f"{TREE}+lookup"], [TREE]) if "copy" in c["name"]]
+    assert copy_claim["verdict"] == HOLDS and "same kernels" in copy_claim["ours"] and "HF prompt lookup" in copy_claim["ours"]
+    overall = hybrids.retrieval_claims(runs, "copy", [f"{TREE}+lookup"], [TREE], goal_all=2.5)[0]
+    assert overall["verdict"] == FAILS  # 2.5× on copy, 1.3× elsewhere: pooled well under 2.5×
+
+
+def test_length_claims_compare_each_long_length_with_the_short_prompts():
+    base = {HF: 1.0, HF_PACKED: 1.2, hybrids.AR: 1.05, TREE: 1.4}
+    runs = (runs_at(base, ["s0", "s1"], "short") + runs_at({**base, TREE: 1.35}, ["a0", "a1"], "1k")
+            + runs_at({**base, hybrids.AR: 0.9, TREE: 1.1}, ["b0", "b1"], "2k"))
+    ar, tree = hybrids.length_claims(runs, [TREE])
+    assert ar["verdict"] == FAILS and "2k: 0.9" in ar["ours"]  # AR falls under HF at 2k
+    assert tree["verdict"] == FAILS  # 1.1 at 2k < 1.4 − 0.1
+    assert hybrids.length_claims([r for r in runs if r.category != "2k"], [TREE])[1]["verdict"] == HOLDS
+
+
+def test_the_lossless_grid_fails_on_any_mismatch_and_needs_enough_prompts():
+    speeds = {HF: 1.0, "ar+lookup": 1.1}
+    runs = runs_at(speeds, [f"p{i}" for i in range(4)], repeats=1)
+    assert hybrids.lossless_claim(runs, min_prompts=4)["verdict"] == HOLDS
+    assert hybrids.lossless_claim(runs, min_prompts=5)["verdict"] == INCONCLUSIVE
+    runs[-1].tokens = [2] * 32
+    assert hybrids.lossless_claim(runs, min_prompts=4)["verdict"] == FAILS

@@ -47,7 +47,7 @@ def test_greedy_decoding_on_packed_kernels_matches_stock_hf_generate():
     from spectree.drafts.pairs import load_pair
     from spectree.speed.bench import HF_PACKED
 
-    pair = load_pair("smollm2-135m-instruct+edd:smollm2-edd@8192", packed=True)
+    pair = load_pair("smollm2-135m-instruct+edd:smollm2-edd@8192", kernels="packed")
     prompts = load_prompts("mtbench", 3) + load_prompts("humaneval", 3)
     specs = ["chain:k=2", "eagle2:K=4,d_max=4,N=8", "pct:ratio=0.2"]
     runs = run_strategies(pair, prompts, {s: parse_strategy(s) for s in specs}, 32, warmup=False)

@@ -103,9 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(ll, "mtbench:50+humaneval:50", 64)
     ll.add_argument("--strategies", nargs="+", default=DEFAULT_STRATEGIES)
     for p in (b, ll):
-        p.add_argument("--kernels", choices=("packed", "stock"), default="packed",
-                       help="our decoder's kernels: prepacked oneDNN weights and in-place grouped attention "
-                            "(where the CPU allows it) or HF's stock ones; the HF generate reference always runs stock")
+        p.add_argument("--kernels", choices=("auto", "packed", "stock"), default="auto",
+                       help="our decoder's kernels: auto (prepacked oneDNN weights from the row count where they are "
+                            "faster on this machine, in-place grouped attention), packed (always) or HF's stock ones; "
+                            "the HF generate reference always runs stock")
     lg = sub.add_parser("log", help="write a logbook of full draft trees for replay")
     _common(lg, "mtbench:16", 128)
     from spectree.replay.logbook import LogConfig
@@ -183,7 +184,6 @@ def _calibrated(policies: dict, pair: str, models) -> dict:
 
 
 def cmd_bench(args) -> int:
-    from spectree.core.kernels import wants_packed
     from spectree.core.sampling import Sampling
     from spectree.drafts.pairs import load_pair
     from spectree.speed.bench import format_table, run_strategies, summarize_runs
@@ -192,7 +192,7 @@ def cmd_bench(args) -> int:
     sampling = Sampling(args.temperature, args.top_p)
     prompts = _checked_prompts(args, max(p.max_depth for p in policies.values()))
     skipped: dict[str, str] = {}
-    models = load_pair(args.pair, packed=wants_packed(args.kernels), **_placed(args))
+    models = load_pair(args.pair, kernels=args.kernels, **_placed(args))
     policies = _calibrated(policies, args.pair, models)
     runs = run_strategies(models, prompts, policies, args.max_new_tokens, sampling, args.seed,
                           hf_assisted=args.hf_assisted, skipped=skipped, hf_lookup=args.hf_prompt_lookup,
@@ -209,13 +209,12 @@ def cmd_bench(args) -> int:
 
 
 def cmd_lossless(args) -> int:
-    from spectree.core.kernels import wants_packed
     from spectree.drafts.pairs import load_pair
     from spectree.speed.bench import find_mismatches, run_strategies, summarize_runs
 
     policies = _policies(args.strategies)
     prompts = _checked_prompts(args, max(p.max_depth for p in policies.values()))
-    models = load_pair(args.pair, packed=wants_packed(args.kernels), **_placed(args))
+    models = load_pair(args.pair, kernels=args.kernels, **_placed(args))
     policies = _calibrated(policies, args.pair, models)
     skipped: dict[str, str] = {}
     runs = run_strategies(models, prompts, policies, args.max_new_tokens, warmup=False, skipped=skipped,

@@ -239,7 +239,7 @@ def test_own_weights_have_an_identity_that_changes_when_retrained(own, tmp_path)
     save_model(copy, 5, 1, byte_tokenizer())  # retrained at the same path
     assert pairs.pair_identity(name) == {**first, "draft": pairs.pair_identity(name)["draft"]} != first
     assert cost_manifest(name)["draft"] != first["draft"]
-    assert cost_key("smollm2-edd", packed=True) == "smollm2-edd-packed"  # a shipped pair's cost file keeps its name
+    assert cost_key("smollm2-edd", kernels="packed") == "smollm2-edd-packed"  # a shipped pair's cost file keeps its name
     assert cost_key(name, dtype=torch.bfloat16, device="cuda") == f"{pairs.pair_tag(name)}-bfloat16-cuda"
     assert cost_manifest(name, dtype=torch.float16)["dtype"] == "float16"
 

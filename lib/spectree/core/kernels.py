@@ -15,26 +15,40 @@ layer after 400 tokens 41 instead of 83 µs for one query, 111 instead of 191 fo
 target forward after 300 tokens fell from ~52 to ~49 ms. Unmasked calls (HF `generate`'s) go to HF's own
 function unchanged.
 
+Which is faster depends on the machine: on an AVX-512 host `F.linear` needs no repacking and beats the packed
+product for 1–2 rows of the small layers (~25 µs of oneDNN overhead a call), while the packed one still wins from
+~4–17 rows. So a `PackedLinear` takes the packed product only from `min_rows` rows on. `crossovers` times both
+kernels for each weight shape of a model on this machine (cached per machine), and the kernels named "auto" use
+those crossovers; "packed" packs every product; "stock" is HF's.
+
 `pack_linears` switches a model in place (`nn.Linear` → `PackedLinear`, same parameters and state dict,
 attention → `gqa_sdpa_attention`); `stock_kernels` runs a block on HF's stock kernels, e.g. the HF `generate`
 reference in `bench`. On CUDA, without oneDNN, or while autograd records, `PackedLinear` is a plain `nn.Linear`.
 """
 from __future__ import annotations
 
+import json
+import platform
+import sys
 from contextlib import contextmanager
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from torch.utils.benchmark import Timer
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from spectree.core.errors import SpectreeError
+from spectree.core.paths import atomic_write_text, cache_dir
 
 BATCH_HINT = 16  # the row count the weights are laid out for: 8–17 are equally good here, 1 is not (measured)
 GQA_SDPA = "spectree_gqa_sdpa"  # the attention implementation name models run under after `pack_linears`
 STOCK_SDPA = "sdpa"
+KERNELS = ("auto", "packed", "stock")  # the choices of every `kernels` parameter; "auto" is the default
+ROWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # the row counts `crossover` times: tree sizes, a chain's 1
+NEVER = sys.maxsize  # `min_rows` of a shape whose packed product never wins
 
 
 def gqa_sdpa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -64,12 +78,14 @@ def packing_available(model: torch.nn.Module) -> bool:
 
 
 class PackedLinear(torch.nn.Linear):
-    """An `nn.Linear` that, in inference, multiplies by a prepacked oneDNN copy of its weight (repacked if
-    the weight was changed in place since). Its parameters and state dict are those of the `nn.Linear`."""
+    """An `nn.Linear` that, in inference and from `min_rows` rows of input on, multiplies by a prepacked oneDNN
+    copy of its weight (repacked if the weight was changed in place since). Its parameters and state dict are those
+    of the `nn.Linear`."""
 
     packed: Optional[torch.Tensor]
     packed_version: int
     use_packed: bool
+    min_rows: int = 1
 
     def pack(self) -> None:
         with torch.no_grad():
@@ -77,17 +93,19 @@ class PackedLinear(torch.nn.Linear):
         self.packed_version = self.weight._version
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.use_packed or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)):
+        if (not self.use_packed or x.numel() < self.min_rows * x.shape[-1]
+                or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))):
             return F.linear(x, self.weight, self.bias)
         if self.weight._version != self.packed_version:
             self.pack()
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 
-def pack_linears(*models: torch.nn.Module) -> int:
+def pack_linears(*models: torch.nn.Module, min_rows: Optional[dict[tuple[int, int], int]] = None) -> int:
     """Switch every `nn.Linear` of the models to `PackedLinear` and HF models' `sdpa` attention to
     `gqa_sdpa_attention` (idempotent; shared modules once); returns how many linears were switched — 0 where
-    packing is not available (then nothing changes)."""
+    packing is not available (then nothing changes). `min_rows`: (out_features, in_features) → the fewest rows
+    that take the packed product (`crossovers`); absent shapes (and None): 1, always packed."""
     count = 0
     for model in models:
         if not packing_available(model):
@@ -97,14 +115,82 @@ def pack_linears(*models: torch.nn.Module) -> int:
             if type(module) is torch.nn.Linear:
                 module.__class__ = PackedLinear
                 module.pack()
-            if isinstance(module, PackedLinear) and not getattr(module, "use_packed", False):
-                module.use_packed = True
-                count += 1
+            if isinstance(module, PackedLinear):
+                module.min_rows = (min_rows or {}).get((module.out_features, module.in_features), 1)
+                if not getattr(module, "use_packed", False):
+                    module.use_packed = True
+                    count += 1
     return count
 
 
 def is_packed(model: torch.nn.Module) -> bool:
     return any(isinstance(m, PackedLinear) and m.use_packed for m in model.modules())
+
+
+def kernels_in_use(model: torch.nn.Module) -> str:
+    """"stock", "packed" (every product packed) or "auto" (some shapes take F.linear for few rows)."""
+    packed = [m for m in model.modules() if isinstance(m, PackedLinear) and m.use_packed]
+    return "stock" if not packed else "packed" if all(m.min_rows == 1 for m in packed) else "auto"
+
+
+def machine_id() -> str:
+    """This machine as cache files name it: host, architecture, and the GPU or the CPU threads in use."""
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"cpu{torch.get_num_threads()}"
+    return f"{platform.node()}-{platform.machine()}-{device}".replace("/", "_").replace(" ", "_")
+
+
+def _seconds(stmt: str, **env) -> float:
+    """Median seconds of `stmt` (torch's benchmark Timer, on every thread in use, at least 20 ms of runs)."""
+    timer = Timer(stmt, globals={"F": F, "torch": torch, **env}, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=0.02).median
+
+
+def crossover(out_features: int, in_features: int, rows=ROWS) -> int:
+    """The fewest rows from which the packed product of an [out_features, in_features] weight is faster than
+    `F.linear` on this machine, at that row count and every larger one in `rows` (timed now, a second or so);
+    `NEVER` if it is not faster at the largest."""
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(out_features, in_features, generator=gen)
+    packed = torch.ops.mkldnn._reorder_linear_weight(weight, BATCH_HINT)
+    wins = []
+    for r in rows:
+        x = torch.randn(1, r, in_features, generator=gen)
+        stock = _seconds("F.linear(x, w)", x=x, w=weight)
+        ours = _seconds("torch.ops.mkldnn._linear_pointwise(x, p, None, 'none', [], '')", x=x, p=packed)
+        wins.append(ours < stock)
+    least = NEVER
+    for r, win in reversed(list(zip(rows, wins))):
+        if not win:
+            break
+        least = r
+    return least
+
+
+def crossovers(*models: torch.nn.Module, rows=ROWS) -> dict[tuple[int, int], int]:
+    """`crossover` of every `nn.Linear` shape of the models, from this machine's cache (kernels/<machine>.json,
+    keyed by the torch version too) where it has them, timed and added to it where not."""
+    path = cache_dir() / "kernels" / f"crossover-{machine_id()}.json"
+    fresh = {"torch": torch.__version__, "rows": list(rows), "min_rows": {}}
+    saved = json.loads(path.read_text()) if path.exists() else fresh
+    if {k: v for k, v in saved.items() if k != "min_rows"} != {k: v for k, v in fresh.items() if k != "min_rows"}:
+        saved = fresh
+    shapes = sorted({(m.out_features, m.in_features) for model in models for m in model.modules()
+                     if isinstance(m, torch.nn.Linear)})
+    missing = [s for s in shapes if f"{s[0]}x{s[1]}" not in saved["min_rows"]]
+    for out_features, in_features in missing:
+        saved["min_rows"][f"{out_features}x{in_features}"] = crossover(out_features, in_features, rows)
+    if missing:
+        atomic_write_text(path, json.dumps(saved, indent=1))
+    return {s: saved["min_rows"][f"{s[0]}x{s[1]}"] for s in shapes}
+
+
+def use_kernels(kernels: str, *models: torch.nn.Module) -> None:
+    """Put the models (None skipped) on `kernels`: "auto" (packed from each shape's measured crossover on),
+    "packed" (every product) or "stock" (left as loaded)."""
+    models = [m for m in models if m is not None and packing_available(m)]
+    if check_kernels(kernels) == "stock" or not models:
+        return
+    pack_linears(*models, min_rows=crossovers(*models) if kernels == "auto" else None)
 
 
 def _set_attention(model: torch.nn.Module, current: str, new: str) -> bool:
@@ -134,8 +220,9 @@ def stock_kernels(*models: torch.nn.Module):
             _set_attention(model, STOCK_SDPA, GQA_SDPA)
 
 
-def wants_packed(kernels: str) -> bool:
-    """The `kernels` parameter of the speed notebook and commands: "packed" or "stock"."""
-    if kernels not in ("packed", "stock"):
-        raise SpectreeError(f"unknown kernels '{kernels}': use 'packed' (oneDNN prepacked weights) or 'stock'")
-    return kernels == "packed"
+def check_kernels(kernels: str) -> str:
+    """The `kernels` parameter of `load_pair`, the speed notebooks and commands: one of `KERNELS`."""
+    if kernels not in KERNELS:
+        raise SpectreeError(f"unknown kernels '{kernels}': use 'auto' (prepacked oneDNN weights where they are faster "
+                            "on this machine), 'packed' (always) or 'stock' (HF's)")
+    return kernels

@@ -381,19 +381,20 @@ def pair_tag(name: str) -> str:
     return f"{slug or 'pair'}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, packed: bool = False,
+def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, kernels: str = "stock",
               dtype="auto"):
-    """(target, draft, tokenizer) for a pair (named or by spec); `packed`: both multiply by prepacked weights
-    where the CPU allows it (`kernels.pack_linears`). `device`: None / 'auto' (CUDA when present, a large target
+    """(target, draft, tokenizer) for a pair (named or by spec); `kernels`: "stock" (HF's), "packed" (both
+    multiply by prepacked weights where the CPU allows it) or "auto" (prepacked from the row count where they are
+    faster on this machine; `kernels.use_kernels`). `device`: None / 'auto' (CUDA when present, a large target
     over every GPU) or a torch device; `dtype`: 'auto' (the default: bf16 on CUDA, fp32 on CPU, so notebooks
     follow the device), 'float32', 'bfloat16', 'float16'. Everything is checked (`check_pair_name`, the dtype) before any weights load."""
     from spectree.core.drafting import draft_model
-    from spectree.core.kernels import pack_linears
+    from spectree.core.kernels import check_kernels, use_kernels
 
+    check_kernels(kernels)
     dtype = resolve_dtype(dtype, device)
     spec = check_pair_name(name)
     target, tok = load_target(spec.target, device=device, dtype=dtype)
     draft = load_draft(spec.draft, target, device, dtype)
-    if packed:
-        pack_linears(target, draft_model(draft))
+    use_kernels(kernels, target, draft_model(draft))
     return target, draft, tok

@@ -4,8 +4,8 @@ Tokens are counted the same way for every method: new tokens after the prompt, c
 and just after EOS. Prompts are interleaved (HF, then every strategy, per prompt; with `repeats`, that pass
 `repeats` times in a row per prompt) so drift in machine load hits all methods alike. The reference
 `hf-generate` always runs on the stock kernels; when the pair was loaded with prepacked weights
-(`load_pair(..., packed=True)`), `hf-generate-packed` (HF `generate` on the same packed kernels as our decoder)
-separates what the kernels gain from what speculation gains.
+(`load_pair(..., kernels="auto")` or "packed"), `hf-generate-packed` (HF `generate` on the same kernels as our
+decoder) separates what the kernels gain from what speculation gains.
 """
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ from spectree.speed.load import OtherLoad, busy_warning
 HF = "hf-generate"
 HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
 HF_LOOKUP = "hf-prompt-lookup"  # HF prompt lookup decoding (prompt_lookup_num_tokens): n-grams of the prompt, no draft
-HF_PACKED = "hf-generate-packed"  # HF generate on the prepacked kernels our decoder uses (kernels.py)
-REFERENCES = {HF: "HF generate", HF_PACKED: "HF generate, packed kernels", HF_ASSISTED: "HF assisted generation",
+HF_PACKED = "hf-generate-packed"  # HF generate on the (auto or) prepacked kernels our decoder uses (kernels.py)
+REFERENCES = {HF: "HF generate", HF_PACKED: "HF generate, our kernels", HF_ASSISTED: "HF assisted generation",
               HF_LOOKUP: "HF prompt lookup"}  # the reference rows, by their readable names in the speed tables
 
 
@@ -103,7 +103,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     policy; one `Run` per (prompt, method, repeat), named by the policy's label. Each prompt is decoded by every
     method once per pass, `repeats` passes in a row (`Run.repeat`), so load drift hits all methods alike; under
     greedy decoding the passes must give the same tokens (a warning says where they do not). With packed
-    models, `hf_packed` (default: yes) also times HF `generate` on the packed kernels. A policy whose trees
+    models, `hf_packed` (default: yes) also times HF `generate` on the same kernels. A policy whose trees
     outgrow `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped` (before decoding when
     its setting alone does, `Policy.oversized`). Every prompt is checked against the target first (`check_prompt`:
     its tokens, max_new_tokens and the deepest tree must fit the context window)."""
@@ -217,7 +217,7 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
     `exact`: the fraction of runs whose output equals HF's in the same repeat exactly, lengths included.
     Everything is pooled over prompts and repeats, except the speedups: `speedup` (= `speedup_median`) is the
     median over repeats of each repeat's speedup (`repeat_speedups`), `speedup_min` the smallest, and
-    `speedup_same_kernels` the median against HF generate on the packed kernels; one repeat: the pooled ratio."""
+    `speedup_same_kernels` the median against HF generate on our (packed) kernels; one repeat: the pooled ratio."""
     sampled = any(r.sampled for r in runs) if sampled is None else sampled
     df = pd.DataFrame([r.__dict__ for r in runs])
     df["n_tokens"] = df.tokens.map(len)
@@ -232,7 +232,7 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
     speedups = repeat_speedups(df, HF)
     agg["speedup"] = agg["speedup_median"] = speedups.median(axis=1)
     agg["speedup_min"] = speedups.min(axis=1)
-    # against HF generate on the same prepacked kernels: what speculation gains beyond the kernels
+    # against HF generate on the same (auto or packed) kernels: what speculation gains beyond the kernels
     agg["speedup_same_kernels"] = repeat_speedups(df, HF_PACKED).median(axis=1)
     agg["tau"] = agg.tau_sum / agg.forwards
     agg["gamma"] = agg.gamma_sum / agg.forwards

@@ -4,14 +4,13 @@ per machine, and the hardware-aware choice of a tree size. PCT's s_d/s_t comes f
 A cached cost model is an internal cache keyed by what it was measured from (`cost_manifest`: pair, machine,
 timed-path version, sizes, prefix; the precision and device where they are not float32 on the CPU; the identity
 of a folder or hub target and of an `hf:` / `eagle:` draft), so one made from anything else is measured again, not
-refused. Its file is named by `cost_key` (the pair as `pairs.pair_tag` writes it, then packed / dtype / device).
+refused. Its file is named by `cost_key` (the pair as `pairs.pair_tag` writes it, then kernels / dtype / device).
 The prompt-length axis (`length_table`: the same timings over longer committed prefixes) is measured on demand
 and kept out of that cache.
 """
 from __future__ import annotations
 
 import json
-import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import pandas as pd
 import torch
 
 from spectree.core.errors import SpectreeError
+from spectree.core.kernels import kernels_in_use, machine_id
 from spectree.core.manifest import beside, matches, reuse_or_rebuild
 from spectree.core.policy import Policy
 from spectree.core.paths import atomic_write_text, cache_dir
@@ -127,11 +127,6 @@ def length_table(target, sizes=LENGTH_SIZES, prefixes=LENGTH_PREFIXES, repeats: 
     return df.assign(ratio_to_one_token=df.seconds / df.prefix.map(one))
 
 
-def machine_id() -> str:
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"cpu{torch.get_num_threads()}"
-    return f"{platform.node()}-{platform.machine()}-{device}".replace("/", "_").replace(" ", "_")
-
-
 TIMED_PATH = 2  # bump when the timed forward path changes (2: slab cache, copy-free grouped attention)
 
 
@@ -143,29 +138,31 @@ def _placed(dtype=None, device=None) -> dict:
             **({} if kind == "cpu" else {"device": kind})}
 
 
-def cost_key(pair: str, packed: bool = False, dtype=None, device=None) -> str:
+def cost_key(pair: str, kernels: str = "stock", dtype=None, device=None) -> str:
     """The cost model's name in file names: the pair's tag (`pairs.pair_tag`: a shipped pair's own name), then
-    '-packed' for prepacked kernels and the precision and device where they are not float32 on the CPU."""
+    the kernels where they are not the stock ones ('-packed', '-auto': `kernels.kernels_in_use`) and the precision
+    and device where they are not float32 on the CPU."""
     from spectree.drafts.pairs import pair_tag
 
-    return "-".join([pair_tag(pair), *(["packed"] if packed else []), *_placed(dtype, device).values()])
+    return "-".join([pair_tag(pair), *([kernels] if kernels != "stock" else []), *_placed(dtype, device).values()])
 
 
-def cache_path(pair: str, machine: Optional[str] = None, packed: bool = False, dtype=None, device=None) -> Path:
+def cache_path(pair: str, machine: Optional[str] = None, kernels: str = "stock", dtype=None, device=None) -> Path:
     """Where the cost model of `pair` on `machine` (default: this one; a glob pattern also does) is cached."""
-    key = cost_key(pair, packed, dtype, device)
+    key = cost_key(pair, kernels, dtype, device)
     return cache_dir() / "costmodel" / f"{key}-v{TIMED_PATH}-{machine or machine_id()}.json"
 
 
-def cost_manifest(pair: str, machine: Optional[str] = None, sizes=SIZES, prefix: int = PREFIX, packed: bool = False,
-                  dtype=None, device=None) -> dict:
+def cost_manifest(pair: str, machine: Optional[str] = None, sizes=SIZES, prefix: int = PREFIX,
+                  kernels: str = "stock", dtype=None, device=None) -> dict:
     """What a cached cost model is measured from. A trained draft's weights are not in it: a forward's time depends
-    on the draft's shape, which the pair name fixes (its reduced head, '-packed' kernels) with the draft kind; the
+    on the draft's shape, which the pair name fixes (its reduced head, the kernels) with the draft kind; the
     user's own models (folders, hub ids) are recorded by their identity (`pairs.pair_identity`), as any other
     weights may have another shape under the same path."""
     from spectree.drafts.pairs import pair_identity
 
-    return {"pair": f"{pair}-packed" if packed else pair, "machine": machine or machine_id(), "timed_path": TIMED_PATH,
+    return {"pair": pair if kernels == "stock" else f"{pair}-{kernels}", "machine": machine or machine_id(),
+            "timed_path": TIMED_PATH,
             "sizes": list(sizes), "prefix": prefix, **_placed(dtype, device), **pair_identity(pair)}
 
 
@@ -178,11 +175,11 @@ def read_cached(path: Path) -> Optional[CostModel]:
 
 
 def load_or_measure(pair: str, target, draft_model, sizes=SIZES, prefix: int = PREFIX, repeats: int = 5,
-                    packed: bool = False) -> CostModel:
-    """The cached cost model of this pair on this machine (in the target's dtype, on its device; `packed`: timed
-    on prepacked kernels), measured (a minute or so) if absent, implausible or measured from anything else
-    (`cost_manifest`)."""
-    placed = {"packed": packed, "dtype": target.dtype, "device": target.device}
+                    kernels: str = "stock") -> CostModel:
+    """The cached cost model of this pair on this machine (in the target's dtype, on its device, timed on
+    `kernels`: "stock", "packed" or "auto", as `kernels.kernels_in_use` names them), measured (a minute or so)
+    if absent, implausible or measured from anything else (`cost_manifest`)."""
+    placed = {"kernels": kernels, "dtype": target.dtype, "device": target.device}
     path = cache_path(pair, **placed)
 
     def build() -> CostModel:
@@ -197,10 +194,9 @@ def load_or_measure(pair: str, target, draft_model, sizes=SIZES, prefix: int = P
 def pair_cost_model(pair: str, models: tuple) -> CostModel:
     """`load_or_measure` for a loaded pair (target, drafter, tokenizer): the drafter's model is what is timed."""
     from spectree.core.drafting import draft_model
-    from spectree.core.kernels import is_packed
 
     target, drafter, _ = models
-    return load_or_measure(pair, target, draft_model(drafter), packed=is_packed(target))
+    return load_or_measure(pair, target, draft_model(drafter), kernels=kernels_in_use(target))
 
 
 def calibrate(policies: dict[str, Policy], cost: Callable[[], CostModel]) -> dict[str, Policy]:

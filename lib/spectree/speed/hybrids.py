@@ -88,7 +88,7 @@ def retrieval_claims(runs: list[Run], copy_set: str, hybrids: Sequence[str], tre
                      goal_all: float = 1.6, goal_copy: float = 2.0) -> list[dict[str, Any]]:
     """The issue's speed goals on one run over the copy-heavy set and the others: the best hybrid row ≥ goal_all ×
     HF generate overall and ≥ goal_copy × on `copy_set` (pooled over prompts, 95% paired bootstrap), each with
-    speculation alone (against HF on the same packed kernels) and HF prompt lookup beside it."""
+    speculation alone (against HF on the same kernels) and HF prompt lookup beside it."""
     sets = {"all prompts": runs, f"the {copy_set} set": by_dataset(runs).get(copy_set, [])}
     out = []
     for (where, subset), goal in zip(sets.items(), (goal_all, goal_copy)):

@@ -13,6 +13,7 @@ import argparse
 import ast
 import html
 import json
+import logging
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -149,6 +150,9 @@ def run_notebook(name: str, profile: str, params: dict, force: bool, run: dict |
     commit, date, device) is recorded beside a successful run's outputs for later RESULTS.md files."""
     import papermill
 
+    # papermill's parameter-cell parser warns "Unable to parse line" at any line with two '=' — every policy spec
+    # (pct:k=5,d_max=10) — though it injects them correctly; the runner reads the cell itself (`notebook_parameters`)
+    logging.getLogger("papermill.translators").setLevel(logging.ERROR)
     notebook = home() / "notebooks" / name
     if not notebook.exists():
         raise SpectreeError(f"no notebook {notebook}")

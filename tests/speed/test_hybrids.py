@@ -65,5 +65,7 @@ def test_the_lossless_grid_fails_on_any_mismatch_and_needs_enough_prompts():
     runs = runs_at(speeds, [f"p{i}" for i in range(4)], repeats=1)
     assert hybrids.lossless_claim(runs, min_prompts=4)["verdict"] == HOLDS
     assert hybrids.lossless_claim(runs, min_prompts=5)["verdict"] == INCONCLUSIVE
+    skipped = hybrids.lossless_claim(runs, ["ar+lookup", "cape:d=4+lookup"], min_prompts=4)
+    assert skipped["verdict"] == INCONCLUSIVE and "cape:d=4+lookup" in skipped["ours"]  # a skipped setting is named
     runs[-1].tokens = [2] * 32
     assert hybrids.lossless_claim(runs, min_prompts=4)["verdict"] == FAILS

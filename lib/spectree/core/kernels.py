@@ -167,13 +167,12 @@ def crossover(out_features: int, in_features: int, rows=ROWS) -> int:
 
 
 def crossovers(*models: torch.nn.Module, rows=ROWS) -> dict[tuple[int, int], int]:
-    """`crossover` of every `nn.Linear` shape of the models, from this machine's cache (kernels/<machine>.json,
-    keyed by the torch version too) where it has them, timed and added to it where not."""
+    """`crossover` of every `nn.Linear` shape of the models, from this machine's cache
+    (kernels/crossover-<machine>.json, valid for one torch version and row grid) where it has them, timed and added to it where not."""
     path = cache_dir() / "kernels" / f"crossover-{machine_id()}.json"
-    fresh = {"torch": torch.__version__, "rows": list(rows), "min_rows": {}}
-    saved = json.loads(path.read_text()) if path.exists() else fresh
-    if {k: v for k, v in saved.items() if k != "min_rows"} != {k: v for k, v in fresh.items() if k != "min_rows"}:
-        saved = fresh
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    if (saved.get("torch"), saved.get("rows")) != (torch.__version__, list(rows)):  # timed under other terms
+        saved = {"torch": torch.__version__, "rows": list(rows), "min_rows": {}}
     shapes = sorted({(m.out_features, m.in_features) for model in models for m in model.modules()
                      if isinstance(m, torch.nn.Linear)})
     missing = [s for s in shapes if f"{s[0]}x{s[1]}" not in saved["min_rows"]]

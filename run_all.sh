@@ -22,5 +22,6 @@ NOTEBOOKS=(
   10_explorer.ipynb
   11_draft_quality.ipynb
   12_retrieval.ipynb
+  13_engine_settings.ipynb
 )
 exec .venv/bin/python -m spectree.reports.runner --notebooks "${NOTEBOOKS[@]}" "$@"

@@ -1,23 +1,21 @@
 #!/usr/bin/env bash
-# The GPU checklist (README "Your own pair"): on a CUDA machine, greedy lossless in bfloat16 and float32 and the
-# speed table for one pair, each as JSON in figures/gpu_check/, summarised into figures/gpu_check/summary.json,
-# which RESULTS.md renders. Usage: scripts/gpu_check.sh [PAIR] [PROMPTS]   (default: smollm2-edd, 20+20 prompts)
+# The GPU checklist (README "Your own pair"; lib/spectree/reports/gpu_check.py): on a bare, offline CUDA machine,
+# greedy lossless in bf16 and fp32 for every policy family and retrieval mode, the GPU cost model of three target
+# shapes and a speed table, on random-weight pairs built there; at most 8 files in one folder, which RESULTS.md
+# renders. No pip, no download, no .venv needed: it runs on whatever Python has torch, with lib/ on the path.
+# Usage: scripts/gpu_check.sh [--dry-run] [--device cpu|cuda] [--out DIR] [--summarize]
+#        (--dry-run: the same steps on the CPU at tiny shapes, into figures/gpu_check-dry-run/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/bootstrap.sh
-PY=.venv/bin/python
-PAIR=${1:-smollm2-edd}
-PROMPTS=${2:-mtbench:20+humaneval:20}
-OUT=figures/gpu_check
-$PY -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else "no CUDA device: the GPU checklist needs one")'
-mkdir -p "$OUT"
-STRATEGIES="chain:k=2 chain:k=5 eagle2:K=8,d_max=6,N=32 dyspec:m=32,K=8,d_max=8 sequoia:n=32 pct:k=5,d_max=10"
-status=0
-for dtype in bfloat16 float32; do
-  $PY -m spectree lossless --pair "$PAIR" --dtype "$dtype" --device cuda --kernels stock --prompts "$PROMPTS" \
-    --max-new-tokens 64 --strategies $STRATEGIES --json "$OUT/lossless-$dtype.json" || status=1
-done
-$PY -m spectree bench --pair "$PAIR" --dtype bfloat16 --device cuda --kernels stock --prompts "$PROMPTS" \
-  --max-new-tokens 128 --strategies ar $STRATEGIES --json "$OUT/bench.json"
-$PY -m spectree.reports.gpu_check "$OUT"
-exit $status
+PY=${PYTHON:-}
+if [[ -z $PY ]]; then
+  for candidate in .venv/bin/python python3 python; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import torch' >/dev/null 2>&1; then
+      PY=$candidate
+      break
+    fi
+  done
+fi
+[[ -n $PY ]] || { echo "gpu_check: error: no Python here imports torch (set PYTHON=/path/to/python)" >&2; exit 2; }
+export PYTHONPATH="$PWD/lib${PYTHONPATH:+:$PYTHONPATH}"
+exec "$PY" -m spectree.reports.gpu_check "$@"

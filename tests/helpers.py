@@ -19,7 +19,8 @@ POLICY_SPECS = ["chain:k=3", "chain:k=4,stop=entropy,threshold=1.0", "chain:k=4,
                 "chain:k=4,stop=dyjoint,threshold=0.08", "sequences:k=3,d=3", "sequoia:n=6,p=0.6/0.2/0.1", "vct:w=2,d=3",
                 "kary:b=2,d=3", "entropy:d=3", "entropy:d=4,cutoff=4.4", "naive_width:k=3,d=3", "eagle2:K=3,d_max=4,N=8",
                 "dyspec:m=10,K=3,d_max=4", "dyspec_threshold:t=0.02,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4",
-                "cape:d=3"]
+                "cape:d=3", "sglang:steps=3,topk=3,tokens=8", "trtllm:layers=3,topk=3,tokens=6,non_leaves=2",
+                "choices:paths=0/1/0.0/0.1/1.0/0.0.0"]
 
 #        0
 #      1   2
@@ -37,6 +38,15 @@ def make_tree(parents: list[int], prefix_len: int = 10) -> DraftTree:
                        depth=tree.depth[p:p + 1] + 1, draft_prob=one * 0.5, joint=tree.joint[p:p + 1] * 0.5,
                        entropy=one, entropy_topm=one, rank=torch.tensor([0]), confidence=one))
     return tree
+
+
+class ToyChat:
+    """Stands in for a tokenizer: prompt text 'x' is [3, 4, 5], any other [7, 8]."""
+
+    eos_token_id = 1
+
+    def apply_chat_template(self, messages, add_generation_prompt=True):
+        return [3, 4, 5] if messages[0]["content"] == "x" else [7, 8]
 
 
 def tiny_llama(seed: int = 0, layers: int = 2, vocab: int = 97, context: int = 256) -> LlamaForCausalLM:

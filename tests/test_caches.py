@@ -108,7 +108,10 @@ def notebook_stamp(monkeypatch, home, target):
     from spectree.reports import runner
 
     (home / "notebooks").mkdir()
-    (home / "notebooks/nb.ipynb").write_text("{}")
+    cell = {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": ["n: int = 0  # a parameter\n"],
+            "outputs": [], "execution_count": None}
+    (home / "notebooks/nb.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4,
+                                                         "nbformat_minor": 5}))
     builds = []
 
     def execute(source, executed, **kwargs):

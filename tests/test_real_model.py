@@ -61,7 +61,9 @@ REPLAY_SPECS = STRATEGIES + ["chain:k=6,stop=entropy,threshold=1.0", "chain:k=6,
                              "entropy:d=4,k_max=3", "eagle2:K=3,d_max=4,N=12", "dyspec:m=12,K=3,d_max=4",
                              "dyspec_threshold:t=0.05,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4",
                              "sequences:k=3,d=4", "sequoia:n=10,p=0.5/0.15/0.05",
-                             "c2t:beta=0.2,K=3,d_max=4,topk=12,classifier=smollm2-edd"]
+                             "c2t:beta=0.2,K=3,d_max=4,topk=12,classifier=smollm2-edd",
+                             "sglang:steps=4,topk=3,tokens=10", "trtllm:layers=4,topk=3,tokens=8,non_leaves=2",
+                             "choices:paths=0/1/2/0.0/0.1/1.0/0.0.0"]  # the serving engines' trees
 
 
 def assert_replay_equals_live(pair, cfg: LogConfig, specs: list[str], out) -> None:

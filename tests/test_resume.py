@@ -180,7 +180,8 @@ def test_ctrl_c_in_any_command_prints_one_line_and_exits_130(command, monkeypatc
         raise KeyboardInterrupt
 
     monkeypatch.setitem(cli.COMMANDS, command, interrupted)
-    argv = {"replay": ["replay", "somewhere"], "train": ["train", "--name", "x"]}.get(command, [command])
+    argv = {"replay": ["replay", "somewhere"], "train": ["train", "--name", "x"],
+            "tune": ["tune", "--engine", "sglang"]}.get(command, [command])
     assert cli.main(argv) == 130
     assert capsys.readouterr().err == "spectree: interrupted\n"
 

@@ -1,55 +1,156 @@
-"""The GPU checklist's summary (`reports.gpu_check`) and its section of RESULTS.md: lossless JSON files in the CLI's
-format become claims whose verdict follows the mismatches (near-ties pass, any other mismatch fails); without a
-recorded checklist RESULTS.md says plainly that the GPU path is untested."""
+"""The GPU checklist (`reports.gpu_check`, `scripts/gpu_check.sh`): its dry run on the CPU writes the files a CUDA run
+writes; its summary's claims follow the mismatches (near-ties pass and are named, any other mismatch fails); the
+environment is checked before anything loads; RESULTS.md renders the GPU section from a summary, or says plainly that
+the GPU path is untested."""
+import ast
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from spectree.core.errors import SpectreeError
 from spectree.reports import gpu_check, results
 
-RUN = {"profile": "default", "commit": "abc1234", "date": "2000-01-01 00:00 UTC", "device": "CPU, 2 threads"}
+ROOT = Path(__file__).resolve().parents[2]
+RUN = {"profile": "default", "commit": "abc1234", "date": "2000-01-01 00:00 UTC", "host": "Test CPU, AVX2, 2 threads"}
+FILES = {"env.json", "lossless.json", "costmodel.json", "speed.json", "summary.json"}
 
 
-def lossless_result(checked: int, ties: int, bugs: int) -> dict:
-    """What `python -m spectree lossless --json` writes (cli.cmd_lossless): config, checked, mismatches, rows."""
-    mismatch = {"prompt": "mtbench:81", "strategy": "chain:k=2", "position": 7, "ref_len": 64, "out_len": 64}
-    return {"config": {"pair": "smollm2-edd", "dtype": "bfloat16"}, "checked": checked,
-            "mismatches": [{**mismatch, "top2_gap": 1e-3, "tie": True}] * ties
-            + [{**mismatch, "top2_gap": 2.5, "tie": False}] * bugs, "rows": []}
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    """`scripts/gpu_check.sh --dry-run` itself (a fresh Python, lib/ on its path as on a bare machine)."""
+    out = tmp_path_factory.mktemp("gpu") / "check"
+    done = subprocess.run(["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, done
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
+def test_the_dry_run_writes_every_file_of_the_gpu_run_and_its_claims(dry_run):
+    out, done = dry_run
+    assert {p.name for p in out.iterdir()} == FILES and len(FILES) <= 8  # a GPU run returns at most 8 files
+    summary = json.loads((out / "summary.json").read_text())
+    lossless = json.loads((out / "lossless.json").read_text())
+    assert set(lossless["dtypes"]) == {"bfloat16", "float32"}  # the bf16 path runs on the CPU too
+    for result in lossless["dtypes"].values():
+        settings = {r["setting"] for r in result["rows"]}
+        assert settings == set(gpu_check.FAMILIES + gpu_check.RETRIEVAL) and not result["skipped"]
+        assert result["checked"] == lossless["prompts"] * len(settings)
+        assert all(m["tie"] for m in result["mismatches"])  # bf16 may differ at a near-tie, nowhere else
+    names = {c["name"]: c for c in summary["claims"]}
+    for dtype in ("bfloat16", "float32"):
+        assert names[f"greedy speculative decoding is lossless on the GPU ({dtype})"]["verdict"] == "holds"
+    cost = json.loads((out / "costmodel.json").read_text())
+    tiny = cost["shapes"]["tiny"]
+    assert set(tiny["target_s"]) == {str(p) for p in gpu_check.Plan.dry_run().prefixes}
+    assert all(len(t) == len(cost["sizes"]) and min(t) > 0 for t in tiny["target_s"].values())
+    assert {r["policy"] for r in tiny["tree_shares"]} == set(gpu_check.SHARE_POLICIES)
+    assert all(0 <= r["tree_share"] < 1 for r in tiny["tree_shares"]) and tiny["ar_over_hf"] > 0
+    speed = {r["method"]: r for r in json.loads((out / "speed.json").read_text())["rows"]}
+    assert speed["chain-4 (mix 0.8)"]["synthetic"] and not speed["chain-4"]["synthetic"]
+    assert all(r["exact"] == 1.0 for r in speed.values())
+    assert summary["run"]["host"] and summary["device"] == "cpu"
+    assert "lossless: " in done.stdout and f"{out}: greedy speculative decoding is lossless" in done.stdout
+
+
+def test_results_render_the_gpu_section_from_a_summary(dry_run, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
-    return tmp_path
-
-
-def test_lossless_claims_follow_the_mismatches(home):
-    folder = home / "figures" / gpu_check.STEM
+    folder = tmp_path / "figures" / results.GPU_STEM
     folder.mkdir(parents=True)
-    (folder / "lossless-bfloat16.json").write_text(json.dumps(lossless_result(40, ties=2, bugs=0)))
-    (folder / "lossless-float32.json").write_text(json.dumps(lossless_result(40, ties=0, bugs=1)))
-    (folder / "bench.json").write_text(json.dumps({"rows": [
-        {"strategy": "hf-generate", "speedup": 1.0, "tau": 1.0, "tokens_per_s": 30.0},
-        {"strategy": "chain:k=2", "speedup": 1.4, "tau": 1.8, "tokens_per_s": 42.0},
-        {"strategy": "eagle2:K=8,N=32", "speedup": 2.1, "tau": 3.2, "tokens_per_s": 63.0}]}))
-    summary = gpu_check.summarize(folder)
-    verdicts = {c["name"]: c["verdict"] for c in summary["claims"]}
-    assert verdicts == {"greedy speculative decoding is lossless on the GPU (bfloat16)": "holds",
-                        "greedy speculative decoding is lossless on the GPU (float32)": "does not hold"}
-    assert summary["best strategy"] == "eagle2:K=8,N=32" and summary["pair"] == "smollm2-edd"
-    assert json.loads((folder / "summary.json").read_text())["claims"][0]["n"] == 40
-    results.record_run(gpu_check.STEM, {**RUN, "device": "NVIDIA H100"}, 0.0)
+    summary = json.loads((dry_run[0] / "summary.json").read_text())
+    summary["run"] = {**summary["run"], "host": "Test CPU; GPU NVIDIA H100 80GB HBM3", "commit": "def5678"}
+    (folder / "summary.json").write_text(json.dumps(summary))
     text = results.render([], RUN)
-    assert "## GPU checklist" in text and "NVIDIA H100" in text and gpu_check.UNTESTED not in text
-    assert "lossless on the GPU (float32) | lossless | 39/40 identical, 1 not a near-tie | **does not hold**" in text
+    assert results.UNTESTED not in text
+    assert "`scripts/gpu_check.sh` on Test CPU; GPU NVIDIA H100 80GB HBM3, commit def5678" in text
+    assert "| greedy speculative decoding is lossless on the GPU (bfloat16) | lossless |" in text
+    assert "**tree construction share of a step, tiny**" in text and "**lossless settings, float32**" in text
 
 
-def test_results_say_the_gpu_path_is_untested_without_a_checklist(home):
-    assert gpu_check.UNTESTED in results.render([], RUN)
+def test_lossless_claims_follow_the_mismatches_and_name_the_near_ties(tmp_path):
+    mismatch = {"prompt": "jsonl:gpu_check/mtbench-81", "strategy": "chain:k=3", "position": 7, "ref_len": 24,
+                "out_len": 24}
+
+    def result(ties, bugs, skipped=None):
+        return {"checked": 40, "rows": [], "skipped": skipped or {},
+                "mismatches": [{**mismatch, "top2_gap": 1e-3, "tie": True}] * ties
+                + [{**mismatch, "top2_gap": 2.5, "tie": False}] * bugs}
+
+    tie = gpu_check.lossless_claim(result(2, 0), "bfloat16")
+    assert tie["verdict"] == "holds" and tie["n"] == 40
+    assert "38/40 identical, 0 not a near-tie; near-ties: chain:k=3 on jsonl:gpu_check/mtbench-81 at 7" in tie["ours"]
+    assert gpu_check.lossless_claim(result(0, 1), "float32")["verdict"] == "does not hold"
+    assert gpu_check.lossless_claim(result(0, 0, {"kary:b=2,d=3": "too large"}), "float32")["verdict"] == "inconclusive"
+    (tmp_path / "lossless.json").write_text(json.dumps({"shape": "tiny", "dtypes": {"float32": result(0, 1)}}))
+    summary = gpu_check.summarize(tmp_path)
+    assert [c["verdict"] for c in summary["claims"]] == ["does not hold"]
+    assert json.loads((tmp_path / "summary.json").read_text())["lossless float32"] == "39/40 identical, 1 not a near-tie"
 
 
-def test_no_lossless_files_is_one_clear_error(home):
-    with pytest.raises(SpectreeError, match="no lossless-<dtype>.json .* run scripts/gpu_check.sh"):
-        gpu_check.summarize(home)
+def test_results_say_the_gpu_path_is_untested_without_a_checklist(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    assert results.UNTESTED in results.render([], RUN)
+
+
+def test_no_lossless_file_is_one_clear_error(tmp_path):
+    with pytest.raises(SpectreeError, match="no lossless.json .* run scripts/gpu_check.sh"):
+        gpu_check.summarize(tmp_path)
+
+
+def test_a_missing_package_or_device_is_named_before_anything_loads(monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "scipy" else real(name, *a))
+    assert gpu_check.missing_packages() == ["scipy"]
+    assert gpu_check.main(["--dry-run", "--out", "/nonexistent/never-written"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing Python packages: scipy" in err and ".whl" in err
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    import torch
+
+    if not torch.cuda.is_available():
+        assert gpu_check.main(["--out", "/nonexistent/never-written"]) == 2
+        assert "no CUDA device: the GPU checklist needs one (`--dry-run`" in capsys.readouterr().err
+
+
+def test_the_script_names_a_missing_python_in_one_line(tmp_path):
+    """On a machine where no Python imports torch (here: a checkout without .venv, and only the system's
+    Python on the PATH)."""
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "gpu_check.sh"
+    script.write_text((ROOT / "scripts/gpu_check.sh").read_text())
+    done = subprocess.run(["/bin/bash", str(script), "--dry-run"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2
+    assert done.stderr == "gpu_check: error: no Python here imports torch (set PYTHON=/path/to/python)\n"
+
+
+def test_the_checklist_imports_nothing_the_gpu_image_lacks():
+    """The bare image has torch, transformers, pandas, scipy … but no plotly, seaborn, ipywidgets, papermill, gguf:
+    the checklist's modules must not need them."""
+    code = ("import sys; import spectree.reports.gpu_check as g; import spectree.drafts.random_pairs, "
+            "spectree.speed.bench, spectree.drafts.mix, spectree.strategies; g.Plan(); "
+            "print(sorted({m.split('.')[0] for m in sys.modules}))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                          env={"PYTHONPATH": str(ROOT / "lib"), "PATH": ""})
+    loaded = set(ast.literal_eval(done.stdout.strip()))
+    assert not loaded & {"plotly", "seaborn", "matplotlib", "ipywidgets", "papermill", "gguf", "nbformat"}
+    assert loaded >= {"torch", "transformers"}
+    assert {m for m in loaded if m in {"pandas", "scipy", "yaml", "pyarrow", "tqdm", "accelerate"}} <= \
+        set(gpu_check.REQUIRED)
+
+
+def test_gpu_check_imports_results_and_not_the_other_way_round():
+    """One direction only: the checklist stamps its run with `results`; `results` renders the checklist's
+    summary.json without importing `gpu_check`."""
+    def imported(module) -> set[str]:
+        tree = ast.parse(Path(module.__file__).read_text())
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | \
+            {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+
+    assert "spectree.reports.gpu_check" not in imported(results)
+    assert "spectree.reports.results" in imported(gpu_check)
+    assert gpu_check.STEM == results.GPU_STEM

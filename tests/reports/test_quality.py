@@ -67,3 +67,47 @@ def test_agreement_counts_the_top_child_of_each_root_only():
     out = quality.agreement(tokens)
     assert out["positions"] == 3 and out["agreement"] == pytest.approx(2 / 3)
     assert out["low"] < 2 / 3 < out["high"]
+
+
+def test_the_gpu_projection_prices_the_same_trees_with_each_shapes_measured_costs(tmp_path, tiny_target):
+    """The checklist's costmodel.json → one cost model per shape; the projection replays the same trees (same τ) and
+    prices them: where a draft layer costs a hundredth of a target forward, chains project faster than where it costs
+    as much as one."""
+    import json
+
+
+    from spectree.prompts import Prompt
+    from spectree.replay.logbook import LogConfig, log_prompt
+
+    class Template:
+        eos_token_id = 1
+
+        def apply_chat_template(self, messages, add_generation_prompt=True):
+            return [3, 4, 5, 6]
+
+    cfg = LogConfig(pair="toy", max_new_tokens=12, K=3, d_max=4, beam=4, b_env=1, d_env=1)
+    logbook = [log_prompt(tiny_target, tiny_target, Template(), Prompt("toy", str(i), "c", "x"), cfg, eos_ids=())
+               for i in range(2)]  # the target as its own draft: every chain accepted, τ grows with k
+    sizes, target = [1, 4, 16], [0.010, 0.012, 0.020]
+    path = tmp_path / "costmodel.json"
+    path.write_text(json.dumps({"machine": "gpu-host", "device": "NVIDIA H100 80GB HBM3", "sizes": sizes,
+                                "prefixes": [256, 2048], "shapes": {
+                                    "cheap-draft": {"target_s": {"256": target, "2048": [2 * t for t in target]},
+                                                    "draft_s": [t / 100 for t in target]},
+                                    "dear-draft": {"target_s": {"256": target, "2048": target}, "draft_s": target}}}))
+    costs, device = quality.gpu_cost_models(path)
+    assert device == "NVIDIA H100 80GB HBM3" and list(costs) == ["cheap-draft", "dear-draft"]
+    assert costs["cheap-draft"].target_s == target and costs["cheap-draft"].ratio == pytest.approx(0.01)
+    assert quality.gpu_cost_models(tmp_path / "absent.json") == ({}, "")
+    settings = quality.SweepSettings(3, 4, 4, [4], [0.5], [0], [4], [1, 2], 0.1, 0.5, 1)
+    cpu = pd.DataFrame({"family": ["chain"], "spec": ["chain:k=1"], "speedup": [1.05]})
+    results = [quality.Quality(0.0, "smollm2-edd", {"agreement": 1.0}, [], {}, cpu)]  # its name: its C2T classifier's
+    table = quality.gpu_projection(results, {0.0: logbook}, settings, costs)
+    chain = table[table.family == "chain"].set_index("shape")
+    assert chain.loc["cheap-draft", "speedup"] > 1.5 * chain.loc["dear-draft", "speedup"]
+    assert chain.loc["cheap-draft", "tau"] > 2  # the twin draft's chains pass: cheap drafting pays for long ones
+    assert chain.loc["cheap-draft", "tau"] >= chain.loc["dear-draft", "tau"]
+    assert (chain.cpu_speedup == 1.05).all() and table[table.family != "chain"].cpu_speedup.isna().all()
+    assert {"chain", "DySpec", "PCT", "C2T"} <= set(table.family)
+    line, = [x for x in quality.gpu_lines(table, device) if "cheap-draft" in x]
+    assert line.startswith("on NVIDIA H100 80GB HBM3 with a cheap-draft-shaped target, at top-1 agreement 1.00, ")

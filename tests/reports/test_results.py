@@ -1,6 +1,8 @@
 """RESULTS.md is rendered from the notebooks' summary.json files: every claim of every notebook with its verdict,
-stamped with profile, commit, date, device and pairs; quick and paper runs write only figures/RESULTS.md, the
-default profile also the repository's RESULTS.md. Fixed summaries in a temporary SPECTREE_HOME, no notebook runs."""
+under one header (profile, commit, date, host, total time, pairs, tally); quick and paper runs write only
+figures/RESULTS.md, a default run also the repository's RESULTS.md when every notebook's numbers come from this
+commit on this host, and nothing is ever carried over from an earlier RESULTS.md. Fixed summaries in a temporary
+SPECTREE_HOME, no notebook runs."""
 import json
 import re
 from pathlib import Path
@@ -24,7 +26,8 @@ SUMMARIES = {
                  "tables": {"claims by draft quality": [{"claim": "D claim", "agreement 0.40": "does not hold",
                                                          "agreement 0.75": "holds", "holds from": "0.75"}]}},
 }
-RUN = {"profile": "quick", "commit": "abc1234", "date": "2000-01-01 00:00 UTC", "device": "CPU, 2 threads"}
+RUN = {"profile": "quick", "commit": "abc1234", "date": "2000-01-01 00:00 UTC", "host": "Test CPU, AVX2, 2 threads"}
+HOST = "Test CPU, AVX2, 2 threads"  # what `results.host_name` says in the runner tests (`no_papermill`)
 
 
 @pytest.fixture
@@ -43,12 +46,23 @@ def workbook(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def no_papermill(monkeypatch):
-    """runner.run_notebook without papermill: every notebook 'ran' in 3 s and records its run like the real one."""
+    """runner.run_notebook without papermill: a notebook with a recorded run (.run.json) of this profile is 'current'
+    (as if its inputs were unchanged), any other 'ran' in 3 s and records its run like the real one; `--force`
+    reruns."""
     def fake(name, profile, params, force, run=None):
+        if not force and results.load_run(Path(name).stem).get("profile") == profile:
+            return "current", 0.0
         results.record_run(Path(name).stem, run, 3.0)
         return "ran", 3.0
     monkeypatch.setattr(runner, "run_notebook", fake)
-    monkeypatch.setattr(results, "device_name", lambda: "CPU, 2 threads")
+    monkeypatch.setattr(results, "host_name", lambda: HOST)
+
+
+def recorded(stem: str, seconds: float = 3.0, **differ) -> None:
+    """A .run.json of `stem` as a default run of this checkout on this host (`results.stamp`) two days ago would have
+    written, with `differ` (commit, host, profile) changed."""
+    run = {**results.stamp("default"), "date": "2000-01-01 00:00 UTC", **differ}
+    results.record_run(stem, run, seconds)
 
 
 def rows(status: str = "ran") -> list[dict]:
@@ -85,18 +99,52 @@ def test_headline_numbers_are_the_scalars_the_index_shows(workbook):
     assert "tau: 1.531" in index and "inconclusive (n = 5)" in index and "95% interval of Δτ &gt; 0" in index
 
 
-def test_results_are_stamped_with_profile_commit_date_device_and_pairs(workbook):
+def test_results_are_stamped_once_with_profile_commit_date_host_time_and_pairs(workbook):
     text = results.render(rows(), RUN)
-    for line in ("- profile: quick", "- commit: abc1234", "- date: 2000-01-01 00:00 UTC", "- device: CPU, 2 threads",
+    header = text.split("\n## ")[0].splitlines()
+    for line in ("- profile: quick", "- commit: abc1234", "- date: 2000-01-01 00:00 UTC",
+                 "- host: Test CPU, AVX2, 2 threads", "- wall time: 9 s (the sum of 3 notebooks' recorded run times)",
                  "- pairs: pair-one, pair-two", "- claims: 1 holds, 1 does not hold, 2 inconclusive"):
-        assert line in text.splitlines(), line
+        assert line in header, line
+    assert text.count("abc1234") == 1 and text.count("Test CPU") == 1  # said once, not per notebook
+    assert "ran in this invocation (3 s)" in text.split("## 02_beta")[1]  # each section keeps its own seconds
 
 
-def test_the_stamp_tolerates_a_folder_without_git(workbook):
+def test_the_total_time_is_the_sum_of_the_notebooks_recorded_seconds(workbook):
+    """Notebooks current from earlier runs count with the seconds their .run.json recorded, shown in h and min."""
+    for stem, seconds in zip(SUMMARIES, (1800.0, 2400.0, 3600.0)):
+        recorded(stem, seconds)
+    run = results.stamp("default")
+    text = results.render(rows("current"), run)
+    assert "- wall time: 2 h 10 min (the sum of 3 notebooks' recorded run times)" in text.splitlines()
+    assert "current: inputs unchanged since its run (2000-01-01 00:00 UTC, 2400 s)\n" in text.split("## 02_beta")[1]
+    recorded("02_beta", 2400.0, commit="0000000", host="Other CPU")  # what differs from the header is said
+    assert "current: inputs unchanged since its run (2000-01-01 00:00 UTC, 2400 s; commit 0000000, host Other CPU)" \
+        in results.render(rows("current"), run)
+    (workbook / "figures" / "04_gamma" / results.RUN_FILE).unlink()
+    assert "- wall time: 1 h 10 min (the sum of 2 notebooks' recorded run times; 1 without one)" in \
+        results.render(rows("current"), run)
+    assert [results.duration(s) for s in (40, 59.4, 90, 3599, 7500)] == ["40 s", "59 s", "2 min", "1 h 00 min",
+                                                                       "2 h 05 min"]
+
+
+def test_the_stamp_names_the_host(workbook, monkeypatch):
+    """CPU model from /proc/cpuinfo (platform.processor() without it), torch's ISA level and threads."""
+    import torch
+
     run = results.stamp("paper")
-    assert run["profile"] == "paper" and run["commit"].startswith("unknown")
+    assert run["profile"] == "paper" and run["commit"].startswith("unknown")  # a folder without git
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", run["date"])
-    assert run["device"]
+    assert "device" not in run
+    cpu, isa, threads = run["host"].split("; GPU ")[0].rsplit(", ", 2)
+    assert cpu == results.cpu_model() and cpu and "\n" not in cpu
+    assert isa == torch.backends.cpu.get_cpu_capability() and threads == f"{torch.get_num_threads()} threads"
+    assert ("; GPU " in run["host"]) == torch.cuda.is_available()
+    if Path("/proc/cpuinfo").exists() and "model name" in Path("/proc/cpuinfo").read_text():
+        assert cpu in Path("/proc/cpuinfo").read_text()
+    monkeypatch.setattr(results, "Path", lambda *a: Path("/nonexistent/cpuinfo"))
+    monkeypatch.setattr(results.platform, "processor", lambda: "Fallback CPU")
+    assert results.cpu_model() == "Fallback CPU"
 
 
 def test_the_stamp_names_this_checkouts_commit(monkeypatch):
@@ -116,13 +164,14 @@ def test_quick_and_paper_write_figures_results_and_leave_the_root_one(workbook, 
     assert (workbook / "RESULTS.md").read_text() == "from the last default run\n"
 
 
-def test_default_writes_both_results(workbook, no_papermill):
+def test_default_writes_both_results(workbook, no_papermill, capsys):
     runner.main(["--profile", "default", "--notebooks", *NOTEBOOKS])
     figures_copy = (workbook / "figures" / "RESULTS.md").read_text()
     root = (workbook / "RESULTS.md").read_text()
     assert "- profile: default" in root and "[report](figures/00_alpha/report.html)" in root
     assert root.replace("](figures/", "](") == figures_copy  # the same page, links from the root
     assert "chain beats AR" in root and "ran in this invocation (3 s)" in root
+    assert f"- host: {HOST}" in root.splitlines() and "not updated" not in capsys.readouterr().out
 
 
 def test_notebooks_not_run_now_are_included_and_marked(workbook, no_papermill):
@@ -133,7 +182,9 @@ def test_notebooks_not_run_now_are_included_and_marked(workbook, no_papermill):
     assert set(sections) == set(SUMMARIES) | {"GPU"}  # the notebooks, then the GPU checklist (untested here)
     assert "ran in this invocation" in sections["00_alpha"]
     for stem in ("02_beta", "04_gamma"):
-        assert "not run in this invocation" in sections[stem] and "profile default" in sections[stem]
+        # its run's date and seconds, and of profile, commit and host what differs from the header: the profile
+        assert re.search(r"\*\*not run in this invocation\*\*: numbers from an earlier run "
+                         r"\(\d{4}-\d\d-\d\d \d\d:\d\d UTC, 3 s; profile default\)$", sections[stem], re.M), sections[stem]
     assert "EAGLE-2 \\| rerank" in sections["02_beta"]
     assert "from the last default run" not in (workbook / "RESULTS.md").read_text()  # written by the default run
 
@@ -149,27 +200,77 @@ def test_named_tables_of_a_summary_are_shown_in_results_and_on_the_index(workboo
     assert "<h3>claims by draft quality</h3>" in index and "<td>0.75</td>" in index
 
 
-def test_a_fresh_checkout_rerunning_one_notebook_keeps_the_other_sections(workbook, no_papermill):
-    """A default run in a checkout with only some summaries (a fresh clone that reran one notebook) keeps the
-    previous RESULTS.md's sections of the others, marked as carried over, their verdicts in the tally."""
+def test_a_resumed_default_run_of_this_commit_on_this_host_writes_the_root_results(workbook, no_papermill, capsys):
+    """An interrupted default run that is resumed: the notebooks that finished are current, recorded by this commit
+    on this host, and count as this run's; the root file shows every notebook, none marked as from elsewhere."""
+    recorded("00_alpha", 1200.0)
     runner.main(["--profile", "default", "--notebooks", *NOTEBOOKS])
-    before = (workbook / "RESULTS.md").read_text()
-    commit, date = (re.search(rf"^- {k}: (.+)$", before, re.M).group(1) for k in ("commit", "date"))
+    root = (workbook / "RESULTS.md").read_text()
+    assert "current: inputs unchanged since its run (2000-01-01 00:00 UTC, 1200 s)" in root.split("## 00_alpha")[1]
+    assert "- wall time: 20 min (the sum of 3 notebooks' recorded run times)" in root.splitlines()
+    assert "not updated" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("differ, why", [
+    ({"commit": "0000000"}, "00_alpha (commit 0000000)"),
+    ({"host": "Other CPU, AVX512, 64 threads"}, "00_alpha (host Other CPU, AVX512, 64 threads)"),
+    ({"commit": "0000000", "host": "Other CPU, AVX512, 64 threads"},
+     "00_alpha (commit 0000000, host Other CPU, AVX512, 64 threads)"),
+    ({"host": None}, "00_alpha (host not recorded)"),  # a .run.json from before hosts were recorded
+])
+def test_a_notebook_from_another_commit_or_host_keeps_the_root_results(workbook, no_papermill, capsys, differ, why):
+    """The root RESULTS.md never mixes commits or machines: one current notebook recorded by another commit or on
+    another host, and the run writes figures/RESULTS.md only and says in one line which notebook and why."""
+    recorded("00_alpha", **differ)
+    runner.main(["--profile", "default", "--notebooks", *NOTEBOOKS])
+    assert (workbook / "RESULTS.md").read_text() == "from the last default run\n"
+    assert "- profile: default" in (workbook / "figures" / "RESULTS.md").read_text()
+    out = capsys.readouterr().out
+    said = [line for line in out.splitlines() if "RESULTS.md not updated" in line]
+    assert len(said) == 1 and said[0].endswith(f": {why}"), out
+    assert "02_beta" not in said[0] and "04_gamma" not in said[0]  # those ran now
+    runner.main(["--profile", "default", "--force", "--notebooks", *NOTEBOOKS])  # all rerun here: written
+    assert "- profile: default" in (workbook / "RESULTS.md").read_text()
+
+
+def test_a_partial_or_unrecorded_default_run_keeps_the_root_results(workbook, no_papermill, capsys):
+    """A default run of some notebooks (`--only`) and one whose current notebook has no record of its run leave the
+    root file alone, saying so."""
+    runner.main(["--profile", "default", "--only", "00_alpha", "--notebooks", *NOTEBOOKS])
+    out = capsys.readouterr().out
+    assert (workbook / "RESULTS.md").read_text() == "from the last default run\n"
+    assert "02_beta (not run in this invocation); 04_gamma (not run in this invocation)" in out
+    (workbook / "figures" / "00_alpha" / results.RUN_FILE).unlink()
+    assert results.from_another_run([{"notebook": "00_alpha.ipynb", "status": "current", "seconds": 0.0}],
+                                    results.stamp("default")) == ["00_alpha (no recorded run)"]
+    recorded("00_alpha", profile="quick")
+    assert results.from_another_run([{"notebook": "00_alpha.ipynb", "status": "current", "seconds": 0.0}],
+                                    results.stamp("default")) == ["00_alpha (profile quick)"]
+    runner.main(["--profile", "quick", "--notebooks", *NOTEBOOKS])  # other profiles never say it: no root file
+    assert "not updated" not in capsys.readouterr().out
+
+
+def test_nothing_is_carried_over_from_an_earlier_results_file(workbook, no_papermill):
+    """Sections of notebooks this checkout has no numbers of are never copied from the file being replaced: the
+    root RESULTS.md shows this run's notebooks only, figures/RESULTS.md leaves out notebooks never run here."""
+    old = ("# Results\n\n- profile: default\n- commit: f3cfe36\n\n## 00_alpha\n\nold alpha numbers\n\n"
+           "## 99_gone\n\n*Carried over from the previous RESULTS.md*\n\n| old claim | x | y | **holds** | r |\n")
+    (workbook / "RESULTS.md").write_text(old)
+    (workbook / "figures").joinpath("RESULTS.md").write_text(old.replace("](figures/", "]("))
+    notebooks = [*NOTEBOOKS, "99_gone.ipynb"]
     for stem in ("02_beta", "04_gamma"):
         for f in (workbook / "figures" / stem).iterdir():
             f.unlink()
-    runner.main(["--profile", "default", "--only", "00_alpha", "--notebooks", *NOTEBOOKS])
-    root = (workbook / "RESULTS.md").read_text()
-    old, new = results.sections(before), results.sections(root)
-    assert list(new) == list(old)
-    for stem in ("02_beta", "04_gamma"):
-        assert results.CARRIED in new[stem]
-        then = [x.replace("ran in this invocation", f"ran in the default run of commit {commit}, {date}")
-                for x in old[stem] if x]  # its status line no longer claims this invocation
-        assert [x for x in new[stem] if x and x != results.CARRIED] == then
-    assert "- claims: 1 holds, 1 does not hold, 2 inconclusive" in root  # 02_beta's verdicts still counted
-    assert "- pairs: pair-one, pair-two" in root
+    runner.main(["--profile", "default", "--only", "00_alpha", "--notebooks", *notebooks])
+    assert (workbook / "RESULTS.md").read_text() == old  # not this commit's numbers throughout: left alone
     figures_copy = (workbook / "figures" / "RESULTS.md").read_text()
-    assert root.replace("](figures/", "](") == figures_copy
-    runner.main(["--profile", "default", "--only", "00_alpha", "--notebooks", *NOTEBOOKS])  # carried twice: once marked
-    assert (workbook / "RESULTS.md").read_text().count(results.CARRIED) == 2
+    assert re.findall(r"^## (.+)$", figures_copy, re.M) == ["00_alpha", "GPU checklist"]
+    assert not re.search("carried|old claim|old alpha|f3cfe36", figures_copy, re.I)
+    assert "- claims: 0 holds, 1 does not hold, 0 inconclusive" in figures_copy  # 00_alpha's claim only
+    runner.main(["--profile", "default", "--notebooks", *NOTEBOOKS])  # 02, 04 now run without a summary
+    root = (workbook / "RESULTS.md").read_text()
+    assert re.findall(r"^## (.+)$", root, re.M) == ["00_alpha", "02_beta", "04_gamma", "GPU checklist"]
+    assert not re.search("carried|old claim|old alpha|f3cfe36|99_gone", root, re.I)
+    assert root.split("## 02_beta")[1].split("##")[0].count("No summary.json.") == 1
+    for gone in ("CARRIED", "sections", "_carried"):
+        assert not hasattr(results, gone)

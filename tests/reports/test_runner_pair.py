@@ -34,6 +34,11 @@ def test_pair_overrides_pair_and_pairs_and_is_in_the_skip_stamp(folders):
     assert p01["pairs"] == [pair] and "pair" not in p01
     assert p02["pair"] == pair and p00["pair"] == pair
     assert runner.notebook_params("02_tree_strategies.ipynb", quick["02_tree_strategies"]) == quick["02_tree_strategies"]
+    for speed in ("03_speed_benchmark", "11_draft_quality", "12_retrieval"):  # no reference rows of the shipped pair
+        assert quick[speed]["reference_pair"] == "smollm2-edd"
+        assert runner.notebook_params(f"{speed}.ipynb", quick[speed], pair)["reference_pair"] == ""
+        mine = runner.notebook_params(f"{speed}.ipynb", quick[speed], pair, runner.parse_sets([f"reference_pair={pair}"]))
+        assert mine["reference_pair"] == pair
     nb = ROOT / "notebooks" / "02_tree_strategies.ipynb"
     assert runner.run_inputs(nb, "quick", p02) != runner.run_inputs(nb, "quick", quick["02_tree_strategies"])
 

@@ -280,3 +280,35 @@ def test_confirm_live_decodes_the_hybrid(forest, tiny_target, draft, classifier)
     assert e.values()["spec"].endswith("+lookup:len=4") and not e.retrieval_len.disabled
     live = e.confirm_live()
     assert not live["error"] and live["spec"] == e.values()["spec"] and live["tokens_per_s"] > 0
+
+
+@pytest.mark.parametrize("family, settings, engine", [
+    ("SGLang", {"steps": 3, "topk": 3, "tokens": 8}, "sglang"),
+    ("TensorRT-LLM", {"layers": 3, "topk": 4, "tokens": 9, "non_leaves": 0}, "trtllm"),
+    ("vLLM tree", {"widths": "3, 2"}, "vllm"),
+])
+def test_an_engine_family_shows_its_knobs_score_and_config_text(explorer, forest, family, settings, engine):
+    """Picking a serving engine's family: its knobs, the replayed score of its rule, and the text to paste."""
+    explorer.family.value = family
+    for key, value in settings.items():
+        explorer.fields[family][key].value = value
+    values = explorer.values()
+    policy = ex.policy_for(family, settings)
+    assert not values["error"] and values["spec"] == policy.spec
+    assert values["tau"] == ex.score(forest, policy, COST)["tau"]
+    assert values["config"] == policy.engine_config(engine) == explorer.config.value
+    assert explorer.config.layout.display is None
+    if family == "vLLM tree":
+        explorer.fields[family]["widths"].value = "2"  # one level: a tree of two tokens
+        assert not explorer.values()["error"] and explorer.values()["gamma"] <= 2
+    if family == "SGLang":
+        explorer.fields["SGLang"]["topk"].value = 1  # topk 1 needs tokens = steps + 1: refused, in one line
+        assert "with topk=1 SGLang sets tokens" in explorer.values()["error"] and explorer.values()["config"] == ""
+    explorer.family.value = "EAGLE-2"
+    assert explorer.config.layout.display == "none" and explorer.values()["config"] == ""
+
+
+def test_vllm_widths_are_checked():
+    with pytest.raises(SpectreeError, match="whole numbers >= 1"):
+        ex.parse_widths("3, x")
+    assert ex.parse_widths(" 3,2 ,1") == (3, 2, 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from helpers import tiny_llama
+from helpers import ToyChat, tiny_llama
 
 from spectree.core.errors import SpectreeError
 from spectree.prompts import Prompt
@@ -17,18 +17,9 @@ OLD_COLUMNS = ["strategy", "tokens_per_s", "speedup", "speedup_same_kernels", "t
 PROMPTS = [Prompt("toy", "0", "a", "x"), Prompt("toy", "1", "b", "y")]
 
 
-class Template:
-    """Stands in for a tokenizer: prompt text 'x' is [3, 4, 5], any other [7, 8]."""
-
-    eos_token_id = 1
-
-    def apply_chat_template(self, messages, add_generation_prompt=True):
-        return [3, 4, 5] if messages[0]["content"] == "x" else [7, 8]
-
-
 @pytest.fixture(scope="module")
 def models():
-    return tiny_llama(0, layers=2), tiny_llama(1, layers=1), Template()
+    return tiny_llama(0, layers=2), tiny_llama(1, layers=1), ToyChat()
 
 
 def _policies():

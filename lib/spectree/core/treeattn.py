@@ -84,6 +84,14 @@ def forward_with_mask(model: PreTrainedModel, cache: DynamicCache, inputs: torch
                  use_cache=True, output_hidden_states=output_hidden_states, logits_to_keep=1 if last_only else 0)
 
 
+def synchronize(model: torch.nn.Module) -> None:
+    """Wait for the model's device to finish its queued work (CUDA runs kernels asynchronously: a timer read
+    without this would charge a forward's GPU time to whatever next waits for it); nothing on the CPU."""
+    device = next(model.parameters()).device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def causal_allowed(cache_len: int, m: int) -> torch.Tensor:
     """bool [m, cache_len + m]: m new tokens in a chain after the cached prefix."""
     return torch.cat([torch.ones(m, cache_len, dtype=torch.bool),

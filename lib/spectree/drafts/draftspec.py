@@ -69,6 +69,11 @@ class DraftSpec:
     weight: Optional[float] = None  # mix: λ, the target's share of the draft distribution (`drafts.mix`)
 
     @property
+    def head(self) -> str:
+        """The draft head in words, for table labels: 'full head' or 'V-token head'."""
+        return "full head" if self.vocab is None else f"{self.vocab}-token head"
+
+    @property
     def checkpoint(self) -> Optional[Path]:
         return artifact_path("drafts", self.arg) if self.kind in ("edd", "vdm") else None
 

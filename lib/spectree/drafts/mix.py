@@ -46,8 +46,9 @@ def mix_logits(draft: torch.Tensor, target: torch.Tensor, weight: float) -> torc
 
 
 class MixedLM:
-    """What `draft_tree` drives for a mix draft: each `feed_nodes` feeds the real draft's model and the target's
-    (each with its own cache) and returns the mixed logits. `forward_s` adds both models' forward time."""
+    """What `draft_tree` drives for a mix draft: each `feed_nodes` (and `feed_tree`, as `CachedLM`'s) feeds the real
+    draft's model and the target's (each with its own cache) and returns the mixed logits. `forward_s` adds both
+    models' forward time."""
 
     def __init__(self, inner: CachedLM, target: CachedLM, weight: float):
         self.inner, self.target, self.weight = inner, target, weight
@@ -75,6 +76,8 @@ class MixedLM:
             return tgt
         out.logits = mix_logits(out.logits, tgt.logits.to(out.logits.device), self.weight)
         return out
+
+    feed_tree = CachedLM.feed_tree  # a tree's nodes through `feed_nodes` (acceptance's forced chains)
 
     def rollback(self) -> None:
         self.inner.rollback()

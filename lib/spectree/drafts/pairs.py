@@ -210,14 +210,16 @@ def check_pair_prompts(pair: str, prompts: list, max_new_tokens: int, depth: int
 
 
 def load_trained_draft(path: Path, target: PreTrainedModel):
-    """A shipped one-layer draft: VDM as a plain HF model, EDD wrapped in its hidden-state drafter."""
+    """A shipped one-layer draft (stored in fp16 or int8, `drafts.storage`): VDM as a plain HF model, EDD wrapped in
+    its hidden-state drafter."""
     from safetensors import safe_open
 
     from spectree.drafts.edd import EDDDrafter, add_fusion, one_layer_draft
+    from spectree.drafts.storage import unpack
 
     meta = check_draft_file(path)
     with safe_open(str(path), framework="pt") as f:
-        state = {k.removeprefix("layer."): f.get_tensor(k).float() for k in f.keys()}
+        state = {k.removeprefix("layer."): v for k, v in unpack(f).items()}  # fp16 or int8 rows (`storage`)
     draft = one_layer_draft(target)
     fuse = state.pop("fuse.weight", None)
     if fuse is not None:
@@ -398,3 +400,19 @@ def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, ker
     draft = load_draft(spec.draft, target, device, dtype)
     use_kernels(kernels, target, draft_model(draft))
     return target, draft, tok
+
+
+def reference_draft(pair: str, reference: str, models, kernels: str = "stock"):
+    """(the draft of pair `reference`, its head in words) loaded onto the target of `models` (loaded for `pair`),
+    on `kernels`: e.g. the full-head draft timed beside the reduced head a notebook times by default
+    (`run_strategies(..., drafts=)`). Both pairs must name the same target; refused in one line otherwise."""
+    from spectree.core.drafting import draft_model
+    from spectree.core.kernels import use_kernels
+
+    mine, theirs = check_pair_name(pair), check_pair_name(reference)
+    if mine.target != theirs.target:
+        raise SpectreeError(f"reference pair '{reference}' has target {theirs.target}, not {pair}'s {mine.target}: "
+                            f"a reference row must draft for the same target")
+    draft = load_draft(theirs.draft, models[0])
+    use_kernels(kernels, draft_model(draft))
+    return draft, parse_draft(theirs.draft).head

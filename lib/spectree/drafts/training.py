@@ -351,25 +351,29 @@ def device_name(model) -> str:
 
 
 def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str, metrics: dict,
-                      out_dir: Optional[Path] = None, device: str = "cpu") -> Path:
-    """Ship the draft layer as fp16 safetensors in data/drafts/ with a JSON card (`device`: where it trained)."""
+                      out_dir: Optional[Path] = None, device: str = "cpu", precision: str = "fp16") -> Path:
+    """Ship the draft layer as safetensors in data/drafts/ (`precision` fp16 or int8 rows, `drafts.storage`) with a
+    JSON card (`device`: where it trained)."""
+    from spectree.drafts.storage import pack
+
     state = torch.load(work / "state.pt", weights_only=True)
     out_dir = out_dir or artifact_path("drafts", name).parent
     out_dir.mkdir(parents=True, exist_ok=True)
-    tensors = {f"layer.{k}": v.half().contiguous() for k, v in state["layer"].items()}
+    tensors = {f"layer.{k}": v for k, v in state["layer"].items()}
     if "fuse" in state:
-        tensors["fuse.weight"] = state["fuse"]["weight"].half().contiguous()
+        tensors["fuse.weight"] = state["fuse"]["weight"]
+    tensors, stored = pack(tensors, precision)
     tmp = out_dir / f".{name}.safetensors.tmp"
     layer = cfg.hidden_layer if cfg.hidden_layer >= 0 else state["hidden_layer"]
     save_file(tensors, str(tmp), metadata={"kind": cfg.kind, "hidden_layer": str(layer),
-                                           "hidden_norm": str(int(cfg.hidden_norm))})
+                                           "hidden_norm": str(int(cfg.hidden_norm)), **stored})
     tmp.replace(out_dir / f"{name}.safetensors")
     if (work / "vocab.npy").exists():  # its training tokens by frequency: the reduced draft vocabulary
         atomic_write_bytes(out_dir / f"{name}.vocab.npy", (work / "vocab.npy").read_bytes())
     card = {"name": name, "target": target_name, "config": asdict(cfg), "steps": state["step"],
             "tokens": state["step"] * cfg.batch * cfg.seq_len, "wall_s": round(state["wall"], 1),
             "final_loss": state["log"][-1][1] if state["log"] else None, "data": data_description(cfg),
-            "init": state.get("init"), "device": device, "metrics": metrics, "loss_curve": loss_curve(state["log"])}
+            "init": state.get("init"), "device": device, "precision": precision, "metrics": metrics, "loss_curve": loss_curve(state["log"])}
     atomic_write_text(out_dir / f"{name}.json", json.dumps(card, indent=1))
     return out_dir / f"{name}.safetensors"
 

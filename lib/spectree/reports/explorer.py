@@ -28,9 +28,12 @@ from spectree.retrieval import Lookup, Suffix
 from spectree.speed.costmodel import CostModel
 from spectree.strategies import (REGISTRY, C2T, PCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching, Hybrid)
 from spectree.strategies.c2t import C2TClassifier
+from spectree.strategies.engines import choices_of
 
 FAMILIES = {"C2T": "c2t", "EAGLE-2": "eagle2", "DySpec budget": "dyspec", "DySpec threshold": "dyspec_threshold",
-            "PCT": "pct", "B(H)": "entropy"}  # explorer family → strategy name
+            "PCT": "pct", "B(H)": "entropy", "SGLang": "sglang", "TensorRT-LLM": "trtllm",
+            "vLLM tree": "choices"}  # explorer family → strategy name
+ENGINE_OF = {"SGLang": "sglang", "TensorRT-LLM": "trtllm", "vLLM tree": "vllm"}  # the serving engines' families
 RETRIEVAL = {"none": (), "lookup": (Lookup,), "suffix": (Suffix,), "lookup+suffix": (Lookup, Suffix)}  # → proposers
 
 
@@ -89,7 +92,26 @@ def policy_for(family: str, settings: dict[str, Any], classifier: Optional[C2TCl
         text = settings[settings["mode"]]
         branching = parse_expression(text) if settings["mode"] == "expression" else parse_table(text)
         return EntropyBranching(**params, branching=branching)
+    if family == "vLLM tree":
+        return choices_of(parse_widths(settings["widths"]))
     return REGISTRY[FAMILIES[family]](**params)
+
+
+def parse_widths(text: str) -> tuple[int, ...]:
+    """'3, 2, 1' → (3, 2, 1): a tree's children per node at each depth (vLLM's per-level tree)."""
+    try:
+        widths = tuple(int(w) for w in str(text).replace(" ", "").split(",") if w)
+    except ValueError:
+        widths = ()
+    if not widths or min(widths) < 1:
+        raise SpectreeError(f"widths: give whole numbers >= 1 separated by commas (children per node at each depth), "
+                            f"e.g. 3, 2, 1; got '{text}'")
+    return widths
+
+
+def engine_text(family: str, policy: Policy) -> str:
+    """The engine's config text for a serving engine's family (`policy.engine_config`), '' for a paper's family."""
+    return policy.engine_config(ENGINE_OF[family]) if family in ENGINE_OF else ""
 
 
 def with_retrieval(policy: Policy, retrieval: str = "none", length: Optional[int] = None) -> Policy:

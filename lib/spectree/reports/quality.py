@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -257,6 +258,56 @@ def agreement_needed(best: pd.DataFrame, speedup: float) -> dict[str, Any]:
     return {"speedup": speedup, "agreement": a, "text": f"≥ {a:.2f}"}
 
 
+def gpu_cost_models(path: Path) -> tuple[dict[str, Any], str]:
+    """(shape → the cost model the GPU checklist measured for it, the device's name) from its costmodel.json
+    (`reports.gpu_check`, committed under figures/gpu_check/): the target's forward times after the first committed
+    prefix, and one draft layer's as the draft's (an EAGLE- or EDD-sized draft); ({}, "") without the file."""
+    import json
+
+    from spectree.speed.costmodel import CostModel
+
+    if not path.exists():
+        return {}, ""
+    data = json.loads(path.read_text())
+    prefix = str(data["prefixes"][0])
+    costs = {shape: CostModel(machine=f"{data['machine']} ({shape})", prefix=int(prefix), sizes=list(data["sizes"]),
+                              target_s=list(m["target_s"][prefix]), draft_s=list(m["draft_s"]))
+             for shape, m in data["shapes"].items()}
+    return costs, str(data.get("device", data["machine"]))
+
+
+def gpu_projection(results: Sequence[Quality], logbooks: dict[float, list[LoggedPrompt]], s: SweepSettings,
+                   costs: dict[str, Any]) -> pd.DataFrame:
+    """The best projected speedup of every family per GPU shape and λ, with the same replayed trees as the CPU's
+    projection and each shape's measured cost model (PCT's s_d/s_t from it too), the CPU's projection beside:
+    shape, λ, agreement, family, spec, τ, γ, speedup, cpu_speedup."""
+    rows = []
+    for q in results:
+        cpu = q.projected.groupby("family").speedup.max() if len(q.projected) else pd.Series(dtype=float)
+        for shape, cost in costs.items():
+            table = projected(logbooks[q.weight], projection_policies(s, q.logbook, cost.ratio), cost)
+            if not len(table):
+                continue
+            best = table.loc[table.groupby("family").speedup.idxmax()]
+            rows += [{"shape": shape, "weight": q.weight, "agreement": q.agreement["agreement"], "family": r.family,
+                      "spec": r.spec, "tau": r.tau, "gamma": r.gamma, "speedup": r.speedup,
+                      "cpu_speedup": float(cpu.get(r.family, math.nan))} for r in best.itertuples()]
+    return pd.DataFrame(rows)
+
+
+def gpu_lines(table: pd.DataFrame, device: str, families: Sequence[str] = ("DySpec", "EAGLE-2", "C2T", "PCT")
+              ) -> list[str]:
+    """One sentence per shape and agreement: "on DEVICE with a SHAPE-shaped target, at top-1 agreement X, DySpec /
+    EAGLE-2 / C2T / PCT project Y×" (the families measured)."""
+    out = []
+    for (shape, agreement), group in table.groupby(["shape", "agreement"], sort=False):
+        best = group.set_index("family").speedup
+        named = [f for f in families if f in best.index]
+        out.append(f"on {device} with a {shape}-shaped target, at top-1 agreement {agreement:.2f}, "
+                   f"{' / '.join(named)} project {' / '.join(f'{best[f]:.2f}' for f in named)}×")
+    return out
+
+
 def projection_check(live: pd.DataFrame, projected_rows: pd.DataFrame, labels: dict[str, str], n_prompts: int,
                      tolerance: float = 0.10) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The projection against a live run of the same prompts at λ = 0: `live` is `speed.bench.summarize_runs`
@@ -283,4 +334,4 @@ def projection_check(live: pd.DataFrame, projected_rows: pd.DataFrame, labels: d
 
 __all__ = ["mix_pair", "mix_models", "quality_logbook", "agreement", "SweepSettings", "strategy_claims", "analysis_claims",
            "projection_policies", "projected", "Quality", "measure", "flips", "readings_table", "best_by_family",
-           "agreement_needed", "projection_check", "SPEED_LINES"]
+           "agreement_needed", "gpu_cost_models", "gpu_projection", "gpu_lines", "projection_check", "SPEED_LINES"]

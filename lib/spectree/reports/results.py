@@ -1,16 +1,20 @@
 """RESULTS.md, rendered from the notebooks' `figures/<notebook>/summary.json`: each notebook's headline numbers and
-every claim it judged (paper, ours, verdict, rule), stamped with the profile, commit, date, device and pairs.
+every claim it judged (paper, ours, verdict, rule), under one header: profile, commit, date, host (CPU model, ISA,
+threads; the GPU on CUDA), the run's total time, pairs and the claims' tally.
 
-Measured numbers are never typed into docs by hand: the runner writes `figures/RESULTS.md` after every run, and
-the default profile (the embedded reference run) also writes the repository's `RESULTS.md`; quick and paper runs
-never touch that one. A checkout that reran only some notebooks (its figures/ holds no summary of the others)
-carries the others' sections over from the file it replaces, marked as such (`render`'s `previous`). The helpers that read a summary (`load_summary`, `headline`, `claims_of`; verdicts as `analysis.claims` words them)
-are shared with `figures/index.html` (`reports.runner.write_index`), so both show the same numbers.
+Measured numbers are never typed into docs by hand: the runner writes `figures/RESULTS.md` after every run. The
+repository's `RESULTS.md` is written only by a default-profile run (the embedded reference run) in which every
+notebook's numbers come from this commit on this host: each notebook ran in this invocation, or is current (its
+inputs unchanged) with a recorded run (`.run.json`) of the same profile, commit and host, as after a resumed
+run. Otherwise (`from_another_run` says which notebooks and why) only figures/RESULTS.md is written; quick and
+paper runs never touch the root file. Nothing is carried over from an earlier RESULTS.md. The helpers that read a
+summary (`load_summary`, `headline`, `claims_of`; verdicts as `analysis.claims` words them) are shared with
+`figures/index.html` (`reports.runner.write_index`), so both show the same numbers.
 """
 from __future__ import annotations
 
 import json
-import re
+import platform
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,11 +22,14 @@ from typing import Any, Optional
 
 from spectree.analysis.claims import tally, verdict_text
 from spectree.core.paths import atomic_write_text, figures_dir, home
-from spectree.reports.gpu_check import STEM as GPU, UNTESTED
 
 REFERENCE_PROFILE = "default"  # the only profile whose run is written to the repository's RESULTS.md
 EARLIER = "from an earlier run"  # the runner's status of a notebook not run in this invocation
-RUN_FILE = ".run.json"  # figures/<notebook>/.run.json: profile, commit and date of its last successful run
+RUN_FILE = ".run.json"  # figures/<notebook>/.run.json: the stamp (`stamp`) and seconds of its last successful run
+SAME_RUN = ("profile", "commit", "host")  # what a recorded run shares with this one for the root RESULTS.md
+GPU_STEM = "gpu_check"  # figures/gpu_check/: the GPU checklist's JSON files and summary.json (`reports.gpu_check`)
+UNTESTED = ("The GPU path is untested: no run of `scripts/gpu_check.sh` on a CUDA machine is recorded here "
+            "(figures/gpu_check/summary.json).")
 MAX_SHOWN = 120  # longer scalar entries stay in the report, as lists and tables do
 
 
@@ -96,19 +103,41 @@ def git_commit() -> Optional[str]:
     return commit or None
 
 
-def device_name() -> str:
-    """The accelerator the notebooks' models go to: the CUDA device's name, or "CPU, N threads"."""
+def cpu_model() -> str:
+    """The CPU's model name: /proc/cpuinfo's "model name" (Linux), else `platform.processor()`, else the machine
+    type."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, colon, value = line.partition(":")
+            if colon and key.strip() == "model name" and value.strip():
+                return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def host_name() -> str:
+    """The machine the notebooks ran on, as far as it moves their numbers: CPU model, the instruction set torch's
+    CPU kernels use (`torch.backends.cpu.get_cpu_capability()`, e.g. AVX512), torch's thread count, and on CUDA
+    the GPU, e.g. "Intel(R) Xeon(R) Processor, AVX512, 2 threads"."""
     import torch
 
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name(0)
-    return f"CPU, {torch.get_num_threads()} threads"
+    host = f"{cpu_model()}, {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads"
+    return f"{host}; GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else host
 
 
 def stamp(profile: str) -> dict[str, str]:
-    """Profile, commit, date (UTC) and device of this run: the header of RESULTS.md and of each `.run.json`."""
+    """Profile, commit, date (UTC) and host of this run: the header of RESULTS.md and of each `.run.json`."""
     return {"profile": profile, "commit": git_commit() or "unknown (not a git checkout)",
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "device": device_name()}
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": host_name()}
+
+
+def duration(seconds: float) -> str:
+    """A run's length in hours and minutes: "2 h 05 min", "14 min", "40 s" under a minute."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
 def pairs_of(summaries: list[dict[str, Any]]) -> list[str]:
@@ -123,16 +152,52 @@ def pairs_of(summaries: list[dict[str, Any]]) -> list[str]:
 
 # --- rendering --------------------------------------------------------------------------------------------
 
-def _status(row: dict[str, Any]) -> str:
-    """How this notebook's numbers came about, in words (its earlier run's profile, commit and date if known)."""
-    run = load_run(Path(row["notebook"]).stem)
-    origin = ", ".join(f"{k} {run[k]}" for k in ("profile", "commit", "date") if run.get(k))
+def seconds_of(row: dict[str, Any]) -> Optional[float]:
+    """How long the run that made this notebook's numbers took: this invocation's for a notebook that ran now, else
+    the seconds its `.run.json` recorded (None when there is no record)."""
     if row["status"] == "ran":
-        return f"ran in this invocation ({row['seconds']:.0f} s)"
+        return float(row["seconds"])
+    seconds = load_run(Path(row["notebook"]).stem).get("seconds")
+    return float(seconds) if isinstance(seconds, (int, float)) else None
+
+
+def from_another_run(rows: list[dict[str, Any]], run: dict[str, str]) -> list[str]:
+    """The notebooks whose numbers do not come from this run's commit on this host, each with why ([] when every
+    one does): a notebook qualifies when it ran in this invocation, or is current (inputs unchanged) and its
+    `.run.json` records the same profile, commit and host (`SAME_RUN`) as `run`."""
+    out = []
+    for row in rows:
+        stem = Path(row["notebook"]).stem
+        if row["status"] == "ran":
+            continue
+        if row["status"] != "current":
+            out.append(f"{stem} (not run in this invocation)")
+            continue
+        recorded = load_run(stem)
+        if not recorded:
+            out.append(f"{stem} (no recorded run)")
+            continue
+        differ = [f"{k} {recorded.get(k) or 'not recorded'}" for k in SAME_RUN if recorded.get(k) != run.get(k)]
+        if differ:
+            out.append(f"{stem} ({', '.join(differ)})")
+    return out
+
+
+def _status(row: dict[str, Any], run: dict[str, str]) -> str:
+    """How this notebook's numbers came about, in words: ran now, or the date and seconds of the earlier run that
+    made them and whatever of its profile, commit and host differs from this run's header."""
+    recorded = load_run(Path(row["notebook"]).stem)
+    seconds = seconds_of(row)
+    when = [recorded["date"]] if recorded.get("date") else []
+    took = [f"{seconds:.0f} s"] if seconds is not None else []
+    differ = [f"{k} {recorded[k]}" for k in SAME_RUN if recorded.get(k) and recorded.get(k) != run.get(k)]
+    origin = "; ".join(x for x in (", ".join(when + took), ", ".join(differ)) if x)
+    if row["status"] == "ran":
+        return f"ran in this invocation ({seconds:.0f} s)"
     if row["status"] == "current":
-        return "current: inputs unchanged since its last run" + (f" ({origin})" if origin else "")
+        return "current: inputs unchanged since its run" + (f" ({origin})" if origin else "")
     if row["status"] == EARLIER:
-        return f"**not run in this invocation**: numbers {EARLIER} ({origin or 'profile unknown'})"
+        return f"**not run in this invocation**: numbers {EARLIER} ({origin or 'no record of that run'})"
     return str(row["status"])
 
 
@@ -158,67 +223,30 @@ def _claims_table(claims: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def sections(text: str) -> dict[str, list[str]]:
-    """The '## NAME' sections of a rendered RESULTS.md: NAME → its lines (heading included)."""
-    out: dict[str, list[str]] = {}
-    name = None
-    for line in text.splitlines():
-        if line.startswith("## "):
-            name = line[3:].strip()
-            out[name] = []
-        if name is not None:
-            out[name].append(line)
-    return out
-
-
-CARRIED = ("*Carried over from the previous RESULTS.md: this checkout has no summary.json of this notebook (run it "
-           "to refresh the section).*")
-
-
-def _carried(lines: list[str]) -> tuple[list[dict[str, str]], list[str]]:
-    """The verdicts (as claim dicts) and pairs a carried-over section shows, for the page's tally and pair list."""
-    verdicts = [{"verdict": v} for line in lines for v in re.findall(r"\| \*\*(holds|does not hold|inconclusive)"
-                                                                   r"[^*|]*\*\* \|", line)]
-    pairs = [line.split(": ", 1)[1] for line in lines if line.startswith("- pair: ")]
-    return verdicts, pairs
-
-
-def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "", previous: str = "") -> str:
+def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> str:
     """RESULTS.md for the runner's rows ({"notebook", "status", "seconds"}) under the stamp `run`; `links` is the
-    path from the file's folder to figures/ ("" for figures/RESULTS.md, "figures/" for the repository's). A notebook
-    without a summary.json (a fresh checkout that reran only some notebooks) keeps its section of `previous` (the
-    file being replaced), marked as carried over, with its own status line saying which run made it."""
+    path from the file's folder to figures/ ("" for figures/RESULTS.md, "figures/" for the repository's). Only
+    this checkout's summaries are shown: a notebook with none says so (or is left out when it never ran here)."""
     summaries = {row["notebook"]: load_summary(Path(row["notebook"]).stem) for row in rows}
-    gpu = load_summary(GPU)
-    old = sections(previous)
-    carried = {row["notebook"]: old[Path(row["notebook"]).stem] for row in rows
-               if not summaries[row["notebook"]] and Path(row["notebook"]).stem in old}
-    kept = [_carried(lines) for lines in carried.values()]
-    head = dict(line[2:].split(": ", 1) for line in previous.split("\n## ", 1)[0].splitlines()
-                if line.startswith("- ") and ": " in line)
-    then = f"{head.get('profile', '?')} run of commit {head.get('commit', '?')}, {head.get('date', 'date unknown')}"
-    everything = [c for s in [*summaries.values(), gpu] for c in claims_of(s)] + [c for v, _ in kept for c in v]
-    pairs = list(dict.fromkeys(pairs_of(list(summaries.values())) + [p for _, ps in kept for p in ps]))
+    gpu = load_summary(GPU_STEM)
+    everything = [c for s in [*summaries.values(), gpu] for c in claims_of(s)]
+    pairs = pairs_of(list(summaries.values()))
+    timed = [t for t in map(seconds_of, rows) if t is not None]
+    untimed = len(rows) - len(timed)
+    total = duration(sum(timed)) + f" (the sum of {len(timed)} notebooks' recorded run times" + \
+        (f"; {untimed} without one)" if untimed else ")")
     out = ["# Results", "",
            "Generated by `./run_all.sh` (`spectree.reports.results`) from each notebook's `summary.json`; "
            "do not edit by hand.", "",
            f"- profile: {run['profile']}", f"- commit: {run['commit']}", f"- date: {run['date']}",
-           f"- device: {run['device']}", f"- pairs: {', '.join(pairs) if pairs else 'none recorded'}",
-           f"- claims: {tally(everything)}", ""]
+           f"- host: {run.get('host', 'not recorded')}", f"- wall time: {total}",
+           f"- pairs: {', '.join(pairs) if pairs else 'none recorded'}", f"- claims: {tally(everything)}", ""]
     for row in rows:
         stem = Path(row["notebook"]).stem
         summary = summaries[row["notebook"]]
-        if row["notebook"] in carried:
-            heading, *body = carried[row["notebook"]]
-            body = [line.replace("— ran in this invocation (", f"— ran in the {then} (") for line in body
-                    if line != CARRIED]
-            while body and not body[0]:
-                body.pop(0)
-            out += [heading, "", CARRIED, "", *body]
-            continue
         if not summary and row["status"] == EARLIER and not load_run(stem):
-            continue  # never run here and not in the previous file: nothing to say
-        out += [f"## {stem}", "", f"[report]({links}{stem}/report.html) — {_status(row)}", ""]
+            continue  # never run here: nothing to say
+        out += [f"## {stem}", "", f"[report]({links}{stem}/report.html) — {_status(row, run)}", ""]
         if not summary:
             out += ["No summary.json.", ""]
             continue
@@ -231,30 +259,36 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "", pre
     out += ["## GPU checklist", ""]
     if not gpu:
         return "\n".join(out + [UNTESTED, ""])
-    run = load_run(GPU)
-    out += [f"`scripts/gpu_check.sh` on {run.get('device', 'a CUDA device')}, commit {run.get('commit', '?')}, "
-            f"{run.get('date', 'date unknown')}", ""] + [f"- {key}: {value}" for key, value in headline(gpu)]
-    return "\n".join(out + [""] + _claims_table(claims_of(gpu)) + [""])
+    made = gpu.get("run") if isinstance(gpu.get("run"), dict) else {}  # the checklist's own stamp (its machine)
+    where = made.get("host") or gpu.get("device") or "a CUDA device"
+    out += [f"`scripts/gpu_check.sh` on {where}, commit {made.get('commit', '?')}, "
+            f"{made.get('date', 'date unknown')}", ""] + [f"- {key}: {value}" for key, value in headline(gpu)]
+    out += [""] + _claims_table(claims_of(gpu)) + [""]
+    for title, table in tables_of(gpu).items():
+        out += _markdown_table(title, table)
+    return "\n".join(out)
 
 
-def write_results(rows: list[dict[str, Any]], profile: str, run: Optional[dict[str, str]] = None) -> list[Path]:
-    """Write figures/RESULTS.md for every profile and, for the default profile only, the repository's
-    RESULTS.md (atomically). Returns the paths written."""
+def write_results(rows: list[dict[str, Any]], profile: str,
+                  run: Optional[dict[str, str]] = None) -> tuple[list[Path], list[str]]:
+    """Write figures/RESULTS.md for every profile and the repository's RESULTS.md for a default-profile run whose
+    every notebook's numbers come from this commit on this host (`from_another_run`), both atomically. Returns the
+    paths written and, for a default run that left the root file alone, the notebooks that kept it from being
+    written ([] otherwise)."""
     run = run or stamp(profile)
     written = [figures_dir() / "RESULTS.md"]
-    if profile == REFERENCE_PROFILE:
+    atomic_write_text(written[0], render(rows, run))
+    others = from_another_run(rows, run) if profile == REFERENCE_PROFILE else []
+    if profile == REFERENCE_PROFILE and not others:
         written.append(home() / "RESULTS.md")
-    root_before = written[-1].read_text() if profile == REFERENCE_PROFILE and written[-1].exists() else ""
-    for path, links in zip(written, ("", "figures/")):
-        before = root_before.replace("](figures/", "](") if links == "" and root_before else \
-            path.read_text() if path.exists() else ""
-        atomic_write_text(path, render(rows, run, links=links, previous=before))
-    return written
+        atomic_write_text(written[1], render(rows, run, links="figures/"))
+    return written, others
 
 
 def record_run(stem: str, run: dict[str, str], seconds: float) -> Path:
-    """figures/<stem>/.run.json after a successful run, so that later RESULTS.md files can say where its numbers
-    came from when the notebook is not rerun."""
+    """figures/<stem>/.run.json after a successful run (`run`: the stamp; the seconds it took), so that later
+    RESULTS.md files can say where its numbers came from when the notebook is not rerun, and whether they come from
+    the same commit and host (`from_another_run`)."""
     path = figures_dir() / stem / RUN_FILE
     atomic_write_text(path, json.dumps({**run, "seconds": round(seconds, 1)}, indent=1) + "\n")
     return path

@@ -1,20 +1,27 @@
 """Runs the workbook's notebooks with papermill for a profile, exports one HTML report per notebook and
-writes figures/index.html and figures/RESULTS.md (the default profile also the repository's RESULTS.md;
-`reports.results`). A notebook is skipped when its inputs (`run_inputs`: notebook, profile parameters, the
-library's source, the shipped drafts, package versions, the content of prompt files its parameters name) are
-those its last successful run recorded in figures/<notebook>/.inputs.json; otherwise it reruns, saying which
-inputs changed; `--force` reruns it anyway. `--pair PAIR` runs every notebook on that pair (its `pair` parameter,
-or `pairs` = [PAIR]), `--set [NOTEBOOK.]KEY=VALUE` overrides any parameter; both are part of the parameters a
-run's manifest records, so a run on another pair never counts as current. Called by run_all.sh.
+writes figures/index.html and figures/RESULTS.md (a default-profile run whose every notebook comes from this
+commit on this host also the repository's RESULTS.md, otherwise it says in one line why not; `reports.results`).
+A notebook is skipped when its inputs (`run_inputs`: notebook, profile parameters, the library's source, the shipped
+drafts, package versions, the content of prompt files its parameters name) are those its last successful run
+recorded in figures/<notebook>/.inputs.json; otherwise it reruns, saying which inputs changed; `--force` reruns it
+anyway. `--pair PAIR` runs every notebook on that pair (its `pair` parameter, or `pairs` = [PAIR]), `--set
+[NOTEBOOK.]KEY=VALUE` overrides any parameter; both are part of the parameters a run's manifest records, so a run on
+another pair never counts as current. Each kernel runs over IPC rather than TCP (`kernel_manager_class`), and
+papermill's warnings about parameters the notebook declares are dropped (`DeclaredParameters`): a run prints its
+progress bar, the table of notebooks and where the results are. Called by run_all.sh.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import html
 import json
 import logging
+import os
 import time
+import uuid
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -25,8 +32,8 @@ from spectree.core.errors import SpectreeError
 from spectree.core.manifest import file_digest, reuse_or_rebuild
 from spectree.core.paths import atomic_write_text, data_dir, figures_dir, home
 from spectree.analysis.claims import verdict_text
-from spectree.reports.results import (EARLIER, claims_of, headline, load_summary, record_run, shown, stamp,
-                                      tables_of, write_results)
+from spectree.reports.results import (EARLIER, REFERENCE_PROFILE, claims_of, headline, load_summary, record_run,
+                                      shown, stamp, tables_of, write_results)
 
 PROFILES = ("quick", "default", "paper")
 INPUTS = ".inputs.json"  # figures/<notebook>/.inputs.json: the manifest of its last successful run
@@ -40,7 +47,9 @@ def profile_params(profile: str) -> dict[str, dict]:
     return yaml.safe_load((home() / "params" / f"{profile}.yaml").read_text()) or {}
 
 
-PAIR_PARAMS = {"pair": lambda pair: pair, "pairs": lambda pair: [pair]}  # notebook parameters `--pair` sets
+# notebook parameters `--pair` sets: the pair, and no reference rows (another draft of the shipped target: `--set
+# reference_pair=PAIR` names one of the user's own)
+PAIR_PARAMS = {"pair": lambda pair: pair, "pairs": lambda pair: [pair], "reference_pair": lambda pair: ""}
 
 
 def notebook_parameters(notebook: Path) -> dict:
@@ -145,9 +154,71 @@ def export_html(executed: Path, report: Path) -> dict:
     return info
 
 
+class DeclaredParameters(logging.Filter):
+    """Drops papermill's "Passed unknown parameter: X" for the parameters X the notebook declares. papermill reads
+    the parameters cell with its own parser (`papermill.inspection._infer_parameters`), which gives up on a line
+    whose string value holds a '=' (`trees: list = ["pct:k=5,d_max=10"]`) and then calls the parameter unknown,
+    though it injects it correctly; the runner reads the cell itself (`notebook_parameters`). A parameter the
+    notebook really lacks keeps its warning."""
+
+    UNKNOWN = "Passed unknown parameter: "
+
+    def __init__(self, declared: set[str]):
+        super().__init__()
+        self.declared = set(declared)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith(self.UNKNOWN) and message[len(self.UNKNOWN):] in self.declared)
+
+
+@contextmanager
+def declared_parameters(notebook: Path):
+    """`DeclaredParameters` of this notebook on papermill's logger (where it warns) for the duration of its run."""
+    logger = logging.getLogger("papermill")
+    quiet = DeclaredParameters(set(notebook_parameters(notebook)))
+    logger.addFilter(quiet)
+    try:
+        yield quiet
+    finally:
+        logger.removeFilter(quiet)
+
+
+IPC_PATH_MAX = 100  # bytes: a Unix socket's path must fit sockaddr_un.sun_path (108 on Linux, 104 on macOS)
+
+
+@functools.cache
+def kernel_manager_class() -> type:
+    """The kernel manager papermill (nbclient) starts each notebook's kernel with: jupyter_client's
+    AsyncKernelManager over IPC transport (Unix sockets) instead of TCP on localhost, where ipykernel warns that
+    the unencrypted traffic could be read by anyone on the machine. As Jupyter's own server does, the connection
+    file goes into Jupyter's runtime directory (private to the user) and the sockets beside it
+    (`<runtime>/kernel-<id>-ipc-<n>`), removed at shutdown with the file. TCP where zmq has no IPC (Windows) or
+    the sockets' path would be too long for one (a runtime directory deep down, IPC_PATH_MAX)."""
+    import zmq
+    from jupyter_client import AsyncKernelManager
+    from jupyter_core.paths import jupyter_runtime_dir
+    from jupyter_core.utils import ensure_dir_exists
+    from traitlets import default
+
+    class IPCKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _transport_default(self) -> str:
+            sockets = os.path.splitext(self.connection_file)[0] + "-ipc-99"
+            return "ipc" if zmq.has("ipc") and len(os.fsencode(sockets)) <= IPC_PATH_MAX else "tcp"
+
+        @default("connection_file")
+        def _connection_file_default(self) -> str:
+            runtime = jupyter_runtime_dir()
+            ensure_dir_exists(runtime, 0o700)
+            return os.path.join(runtime, f"kernel-{uuid.uuid4()}.json")
+
+    return IPCKernelManager
+
+
 def run_notebook(name: str, profile: str, params: dict, force: bool, run: dict | None = None) -> tuple[str, float]:
     """Run one notebook unless its results are current; returns ("ran" | "current", seconds). `run` (profile,
-    commit, date, device) is recorded beside a successful run's outputs for later RESULTS.md files."""
+    commit, date, host: `results.stamp`) is recorded beside a successful run's outputs for later RESULTS.md files."""
     import papermill
 
     # papermill's parameter-cell parser warns "Unable to parse line" at any line with two '=' — every policy spec
@@ -166,8 +237,10 @@ def run_notebook(name: str, profile: str, params: dict, force: bool, run: dict |
     def execute() -> tuple[str, float]:
         start = time.perf_counter()
         executed = out_dir / f"{stem}.ipynb"
-        papermill.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name="python3",
-                                   cwd=str(home()), progress_bar=False)
+        with declared_parameters(notebook):
+            papermill.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name="python3",
+                                       cwd=str(home()), progress_bar=False,
+                                       kernel_manager_class=kernel_manager_class())
         export_html(executed, report)
         seconds = time.perf_counter() - start
         if run is not None:
@@ -267,12 +340,15 @@ def main(argv: list[str] | None = None) -> int:
     shown = [r for r in earlier if any((figures_dir() / Path(r["notebook"]).stem / f).exists()
                                        for f in ("report.html", "summary.json"))]
     index = write_index(sorted(rows + shown, key=lambda r: r["notebook"]), args.profile)
-    # RESULTS.md also keeps the previous file's sections of notebooks this checkout has no figures of
-    results = write_results(sorted(rows + earlier, key=lambda r: r["notebook"]), args.profile, run)
-    print(f"\n{'notebook':<32}{'status':<10}{'seconds':>8}")
+    results, others = write_results(sorted(rows + earlier, key=lambda r: r["notebook"]), args.profile, run)
+    width = max(len(r["notebook"]) for r in rows) + 2
+    print(f"\n{'notebook':<{width}}{'status':<10}{'seconds':>8}")
     for row in rows:
-        print(f"{row['notebook']:<32}{row['status']:<10}{row['seconds']:>8.1f}")
+        print(f"{row['notebook']:<{width}}{row['status']:<10}{row['seconds']:>8.1f}")
     print(f"total {sum(r['seconds'] for r in rows):.0f} s; index: {index}; results: {', '.join(map(str, results))}")
+    if others:
+        print(f"RESULTS.md not updated (a {REFERENCE_PROFILE} run writes it only when every notebook's numbers come "
+              f"from commit {run['commit']} on this host): {'; '.join(others)}")
     return 0
 
 

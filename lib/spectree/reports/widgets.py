@@ -1,4 +1,5 @@
-"""The interactive explorer (ipywidgets): pick a tree policy family, move its knobs, and see τ, γ, τ/γ and
+"""The interactive explorer (ipywidgets): pick a tree policy family (a paper's, or a serving engine's: SGLang,
+TensorRT-LLM, a vLLM tree, with the engine's config text for the current knobs), move its knobs, and see τ, γ, τ/γ and
 the estimated speedup (replay + cost model, `reports.explorer`), optionally with retrieval branches
 (prompt lookup, the suffix index: the "retrieval" dropdown and the "branch len" slider) grafted into its
 trees, the policy on the τ–γ plane of a fixed comparison set, and one logged tree with the nodes it keeps.
@@ -76,6 +77,8 @@ class Explorer:
         self.example = W.IntSlider(value=self.forest.n_trees // 2, min=0, max=self.forest.n_trees - 1,
                                    description="example tree", **_SLIDER)
         self.params = W.VBox()
+        self.config = W.Textarea(value="", rows=7, disabled=True, description="engine config",
+                                 style={"description_width": "110px"}, layout=W.Layout(width="760px"))
         self.message = W.HTML()
         self.numbers = W.HTML()
         self.plot, self.tree = W.Image(format="png"), W.Image(format="png")
@@ -92,7 +95,7 @@ class Explorer:
             widget.observe(self._changed, names="value")
         self.live_button.on_click(lambda _: self.confirm_live())
         self.widget = W.VBox([W.HBox([self.family, self.example]), W.HBox([self.retrieval, self.retrieval_len]),
-                              self.params, self.message, self.numbers,
+                              self.params, self.config, self.message, self.numbers,
                               W.HBox([self.plot, self.tree]), W.HBox([self.live_button, self.live_out])])
         self._show_params()
         self.refresh()
@@ -123,6 +126,14 @@ class Explorer:
                      "table": W.Textarea(value=format_table(PAPER_TABLE), continuous_update=False, rows=6,
                                          description="H bound, width", style={"description_width": "110px"}),
                      **shape(7, min(4, D), ("k_max", "d"), "k_max (widest)")},
+            "SGLang": {"steps": _int("steps (depth)", min(5, D), 1, D), "topk": _int("eagle topk", min(4, K), 1, K),
+                       "tokens": _int("draft tokens", 8, 2, 128)},
+            "TensorRT-LLM": {"layers": _int("max_draft_len", min(6, D), 1, D),
+                             "topk": _int("dynamic topK", min(10, K), 1, K),
+                             "tokens": _int("total draft tok.", min(60, K * D), 1, 128),
+                             "non_leaves": _int("non-leaves (0 off)", 0, 0, K)},
+            "vLLM tree": {"widths": W.Text(value="2, 2, 1", description="widths per depth", continuous_update=False,
+                                           style={"description_width": "110px"})},
         }
 
     def _show_params(self) -> None:
@@ -162,9 +173,14 @@ class Explorer:
             numbers = ex.score(self.forest, policy, self.cost, growth)
             values.update({k: numbers[k] for k in ("tau", "gamma", "tau_per_gamma", "speedup", "step_ms",
                                                    "ms_per_token", "steps")})
+            values["config"] = ex.engine_text(family, policy) if not policy.retrieval else ""
         except SpectreeError as err:
             self._kept = None
-            values.update(error=str(err), tau=math.nan, gamma=math.nan, tau_per_gamma=math.nan, speedup=math.nan)
+            values.update(error=str(err), tau=math.nan, gamma=math.nan, tau_per_gamma=math.nan, speedup=math.nan,
+                          config="")
+        self.config.value = values["config"] or "(the engines run the families below their own names: SGLang, " \
+                                                "TensorRT-LLM, vLLM tree)"
+        self.config.layout.display = None if family in ex.ENGINE_OF else "none"
         self._values = values
         self.timing["score_ms"] = 1000 * (time.perf_counter() - t0)
         self._show_numbers()

@@ -97,7 +97,8 @@ def labelled(policies: Policies) -> dict[str, Policy]:
 def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_tokens: int,
                    sampling: Sampling = Sampling(), seed: int = 0, warmup: bool = True,
                    hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None,
-                   hf_packed: Optional[bool] = None, hf_lookup: int = 0, repeats: int = 1) -> list[Run]:
+                   hf_packed: Optional[bool] = None, hf_lookup: int = 0, repeats: int = 1,
+                   drafts: Optional[Mapping[str, object]] = None) -> list[Run]:
     """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
     standalone draft, and HF prompt lookup decoding with `hf_lookup` candidate tokens: reference rows) and each
     policy; one `Run` per (prompt, method, repeat), named by the policy's label. Each prompt is decoded by every
@@ -106,8 +107,10 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     models, `hf_packed` (default: yes) also times HF `generate` on the same kernels. A policy whose trees
     outgrow `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped` (before decoding when
     its setting alone does, `Policy.oversized`). Every prompt is checked against the target first (`check_prompt`:
-    its tokens, max_new_tokens and the deepest tree must fit the context window)."""
+    its tokens, max_new_tokens and the deepest tree must fit the context window). `drafts` gives some labels
+    another drafter of the same target (e.g. the full-head draft beside a reduced head), timed in the same run."""
     target, draft, tok = models
+    drafts = dict(drafts or {})
     assistant = draft if hf_assisted and standalone(draft) else None
     if hf_assisted and assistant is None:
         raise SpectreeError("HF assisted generation needs a standalone draft model (hf:, VDM or layer-skip), "
@@ -130,11 +133,15 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     eos = tok.eos_token_id
     gen = torch.Generator().manual_seed(seed)
     runs: list[Run] = []
-    synthetic = bool(getattr(draft, "synthetic", False))
+    if set(drafts) - set(policies):
+        raise SpectreeError(f"drafts for labels that are no policy's: {sorted(set(drafts) - set(policies))}")
+
+    def drafter(name: str):
+        return drafts.get(name, draft)
 
     def decode(name: str, ids: list[int], n: int):
         try:
-            return speculative_generate(target, draft, ids, policies[name], n, sampling, (eos,), gen)
+            return speculative_generate(target, drafter(name), ids, policies[name], n, sampling, (eos,), gen)
         except TreeTooLarge as err:
             warnings.warn(f"skipping {name}: {err}")
             del policies[name]
@@ -160,7 +167,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
 
     def one_pass(prompt: Prompt, ids: list[int], repeat: int) -> None:
         """Every method once on one prompt: the references, then each policy in order."""
-        with stock_kernels(target, draft_model(draft)):
+        with stock_kernels(target, *{id(d): draft_model(d) for d in [draft, *drafts.values()]}.values()):
             reference(HF, prompt, ids, repeat)
         if hf_packed:
             reference(HF_PACKED, prompt, ids, repeat)
@@ -176,7 +183,8 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
             runs.append(Run(name, prompt.key, prompt.category, g.tokens, g.wall_s, g.n_forwards,
                             sum(s.tau for s in g.steps), sum(s.gamma for s in g.steps),
                             sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps),
-                            sum(s.tree_s for s in g.steps), synthetic=synthetic and policies[name].d_max > 0,
+                            sum(s.tree_s for s in g.steps),
+                            synthetic=bool(getattr(drafter(name), "synthetic", False)) and policies[name].d_max > 0,
                             other_cores=load.cores, repeat=repeat))
 
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):

@@ -14,7 +14,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ from spectree.core.treeattn import (
     causal_allowed,
     forward_with_mask,
     slab_cache,
+    synchronize,
     truncate,
 )
 
@@ -88,8 +89,10 @@ def time_forwards(model, sizes, prefix: int, repeats: int) -> list[float]:
         allowed = causal_allowed(prefix, n)  # the cost of attention does not depend on the mask's pattern
         times = []
         for _ in range(repeats + 1):  # the first run warms up
+            synchronize(model)
             start = time.perf_counter()
             forward_with_mask(model, cache, tokens, positions, allowed)
+            synchronize(model)  # CUDA runs asynchronously: time the work, not its launch
             times.append(time.perf_counter() - start)
             truncate(cache, prefix)
         out.append(min(times[1:]))
@@ -209,23 +212,26 @@ def calibrate(policies: dict[str, Policy], cost: Callable[[], CostModel]) -> dic
 
 
 def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = None, measure: bool = True,
-                      dtype=None, device=None) -> tuple[CostModel, str]:
-    """The pair's cost model on this machine (`load_or_measure`'s cache, unpacked kernels, in `dtype` on
-    `device`: None float32, where `load_pair` puts the pair); where that is missing, one cached for the pair on
-    this host with another thread count (noted in the returned origin); else measured now (loads the pair with
-    `load_models`), or with `measure` False one clear error."""
+                      dtype=None, device=None, kernels: Sequence[str] = ("stock",)) -> tuple[CostModel, str]:
+    """The pair's cost model on this machine (`load_or_measure`'s cache, in `dtype` on `device`: None float32,
+    where `load_pair` puts the pair), on the first of `kernels` that has one cached (`bench` measures it on its
+    `--kernels`, auto by default); where that is missing, one cached for the pair on this host with another thread
+    count (noted in the returned origin); else measured now on stock kernels (loads the pair with `load_models`),
+    or with `measure` False one clear error."""
     from spectree.drafts.targets import resolve_device
 
     placed = {"dtype": dtype, "device": resolve_device(device)}
-    exact = cache_path(pair, **placed)
     host = machine_id().rsplit("-", 1)[0]
-    others = sorted((p for p in exact.parent.glob(cache_path(pair, f"{host}-*", **placed).name)
-                     if p != exact and not p.name.endswith(".manifest.json")), key=lambda p: p.stat().st_mtime)
-    for path, note in [(exact, "")] + [(o, " (measured with other threads)") for o in reversed(others)]:
-        machine = path.stem.removeprefix(f"{cost_key(pair, **placed)}-v{TIMED_PATH}-")
-        cached = read_cached(path) if matches(beside(path), cost_manifest(pair, machine, **placed)) else None
-        if cached is not None:
-            return cached, f"cached {path.stem}{note}"
+    for kind in kernels:
+        exact = cache_path(pair, kernels=kind, **placed)
+        others = sorted((p for p in exact.parent.glob(cache_path(pair, f"{host}-*", kind, **placed).name)
+                         if p != exact and not p.name.endswith(".manifest.json")), key=lambda p: p.stat().st_mtime)
+        for path, note in [(exact, "")] + [(o, " (measured with other threads)") for o in reversed(others)]:
+            machine = path.stem.removeprefix(f"{cost_key(pair, kind, **placed)}-v{TIMED_PATH}-")
+            manifest = cost_manifest(pair, machine, kernels=kind, **placed)
+            cached = read_cached(path) if matches(beside(path), manifest) else None
+            if cached is not None:
+                return cached, f"cached {path.stem}{note}"
     if not measure:
         raise SpectreeError(f"no cost model of {pair} cached on this machine: give PCT its ratio (pct:ratio=…) or "
                             "run `python -m spectree bench` with the pair once")

@@ -13,14 +13,18 @@ which biases multi-branch verification (the χ² test catches it); greedy decodi
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
 
 from spectree.analysis.claims import (MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, pooled,
                                       pooled_difference, pooled_quotient)
+from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy
-from spectree.speed.bench import HF, HF_PACKED, REFERENCES, Run, summarize_runs
+from spectree.prompts import Prompt
+from spectree.speed.bench import HF, HF_PACKED, REFERENCES, Run, run_strategies, summarize_runs
 from spectree.strategies import C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching, Kary
 from spectree.strategies import Sequences, Sequoia, autoregressive
 
@@ -66,6 +70,44 @@ def speed_table(runs: list[Run]) -> pd.DataFrame:
     table = summarize_runs(runs)
     table.insert(0, "method", [REFERENCES.get(s, s) for s in table.strategy])
     return table
+
+
+def best_tree(table: pd.DataFrame) -> str:
+    """The label of the fastest model tree in a speed table (the highest `speedup`; our AR loop, the reference
+    rows and synthetic rows excluded)."""
+    t = table.set_index("method")
+    trees = t.drop(index=[*REFERENCES.values(), "AR (our loop)"], errors="ignore").speedup.dropna()
+    if trees.empty:
+        raise SpectreeError("no timed model-tree row in this table")
+    return str(trees.idxmax())
+
+
+def head_reference(models, reference, policies: dict[str, Policy], prompts: list[Prompt], max_new_tokens: int,
+                   **run) -> list[Run]:
+    """One run (HF generate interleaved) of `policies` on the pair's own draft and again, labelled 'LABEL (HEAD)',
+    on `reference` = (drafter, head in words) from `pairs.reference_draft`: e.g. chain-2 and the best tree with the
+    full head beside the reduced head the table times, so that the two heads are compared side by side."""
+    draft, head = reference
+    other = {f"{label} ({head})": policy for label, policy in policies.items()}
+    return run_strategies(models, prompts, {**policies, **other}, max_new_tokens,
+                          drafts=dict.fromkeys(other, draft), **run)
+
+
+def saved_best_tree(pair: str, machine: str, summary: Path) -> tuple[Optional[str], str]:
+    """(spec, why) of the best model tree a speed notebook recorded in `summary` (its `best_tree`) for `pair` on
+    `machine` (`kernels.machine_id`); (None, why not) when the file is missing or was made for another pair or
+    on another machine."""
+    try:
+        saved = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        return None, f"no {summary}"
+    best = saved.get("best_tree") if isinstance(saved, dict) else None
+    if not isinstance(best, dict) or not best.get("spec"):
+        return None, f"{summary} records no best tree"
+    if saved.get("pair") != pair or saved.get("machine") != machine:
+        return None, (f"{summary} is of pair {saved.get('pair')} on machine {saved.get('machine')}, "
+                      f"not {pair} on {machine}")
+    return str(best["spec"]), f"{best.get('label')} was the fastest model tree in {summary} ({best.get('speedup')}×)"
 
 
 def per_prompt(runs: list[Run]) -> pd.DataFrame:
@@ -205,5 +247,6 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
     return out
 
 
-__all__ = ["speed_strategies", "sampling_safe", "speed_table", "per_prompt", "by_category", "gunjur_table", "dyspec_layout",
+__all__ = ["speed_strategies", "sampling_safe", "speed_table", "best_tree", "head_reference", "saved_best_tree",
+           "per_prompt", "by_category", "gunjur_table", "dyspec_layout",
            "speed_claims"]

@@ -23,6 +23,7 @@ from spectree.strategies.cape import CAPE
 from spectree.strategies.chain import Chain, autoregressive
 from spectree.strategies.dyspec import DySpec, DySpecThreshold
 from spectree.strategies.eagle2 import Eagle2
+from spectree.strategies.engines import TRTLLM, Choices, SGLang
 from spectree.strategies.gunjur import EntropyBranching, NaiveWidth
 from spectree.strategies.hybrid import Hybrid
 from spectree.strategies.pct import PCT
@@ -44,6 +45,9 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
     "pct": PCT,
     "cape": CAPE,
     "c2t": C2T,
+    "sglang": SGLang,
+    "trtllm": TRTLLM,
+    "choices": Choices,
 }
 
 
@@ -113,4 +117,4 @@ def parse_strategy(spec: str) -> Policy:
 
 __all__ = ["Policy", "REGISTRY", "Hybrid", "Retrieval", "split_spec", "parse_strategy", "spec_types", "C2T", "CAPE", "Chain",
            "DySpec", "DySpecThreshold", "Eagle2", "EntropyBranching", "NaiveWidth", "PCT", "Sequoia", "VCT", "Kary",
-           "Sequences", "StaticShape", "autoregressive"]
+           "Sequences", "StaticShape", "SGLang", "TRTLLM", "Choices", "autoregressive"]

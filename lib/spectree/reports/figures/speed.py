@@ -49,3 +49,16 @@ def plot_by_length(per_length: pd.DataFrame, ax: Optional[Axes] = None, title: s
     ax.axhline(1.0, color="k", lw=0.8, ls="--")
     ax.set(xlabel="prompt length (tokens, chat template included)", ylabel="speedup over HF generate", title=title)
     return ax
+
+
+def plot_engine_settings(results: pd.DataFrame, cost_model: str) -> Any:
+    """Grouped bars per engine and draft quality λ: projected speedup of the tuned setting and of the engine's
+    default, priced by one cost model (`results`: notebook 13's table)."""
+    rows = results[results["cost model"] == cost_model]
+    long = pd.concat([rows.assign(setting="tuned", speedup=rows.projected),
+                      rows.assign(setting="engine default", speedup=rows["default projected"])], ignore_index=True)
+    grid = sns.catplot(data=long, kind="bar", x="engine", y="speedup", hue="setting", col="λ", height=3, aspect=1.1,
+                       palette="viridis")
+    grid.set_axis_labels("", "projected speedup over plain decoding")
+    grid.figure.suptitle(f"priced by {cost_model}", y=1.04)
+    return grid.figure

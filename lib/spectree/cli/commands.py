@@ -1,146 +1,14 @@
-"""`python -m spectree {bench,lossless,log,replay}`. Every argument is validated before a model loads."""
+"""The commands behind `python -m spectree`: each checks its arguments (before any model loads), then runs."""
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import signal
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Optional
 
 from spectree.core.errors import SpectreeError
 from spectree.core.paths import atomic_write_text, check_name, repair_hint
-
-DEFAULT_STRATEGIES = ["chain:k=4", "kary:b=2,d=4"]
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose refusals read like every other one: one line `spectree: error: ...`, exit code 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"spectree: error: {message}\n")
-
-
-def _whole(minimum: int):
-    """An argument type: a whole number >= minimum ('2.5', '1e9', 'inf', 'nan' are refused)."""
-    def whole(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got '{text}'")
-        return value
-    return whole
-
-
-def _number(low: float, high: float = float("inf"), closed: bool = False):
-    """An argument type: a finite number above `low` (or equal to it when `closed`) and at most `high`."""
-    def number(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not ((value >= low if closed else value > low) and value <= high and value < float("inf")):  # NaN fails
-            bounds = f"{'>=' if closed else '>'} {low:g}" + (f" and <= {high:g}" if high < float("inf") else "")
-            raise argparse.ArgumentTypeError(f"expected a number {bounds}, got '{text}'")
-        return value
-    return number
-
-
-def _output_file(text: str) -> Path:
-    """An argument type: a file this process can write (atomically: its nearest existing folder must be writable)."""
-    path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a folder: name a file, e.g. {path / 'results.json'}")
-    folder = next(p for p in path.absolute().parents if p.exists())
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"cannot write {text}: {folder} is not a writable folder")
-    return path
-
-
-def _device(text: str) -> str:
-    """An argument type: 'auto' or a torch device (cpu, cuda, cuda:N, mps)."""
-    from spectree.drafts.targets import resolve_device
-
-    try:
-        return text if text == "auto" else resolve_device(text)
-    except SpectreeError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
-def _common(p: argparse.ArgumentParser, prompts: str, max_new: int) -> None:
-    p.add_argument("--pair", default="smollm2-layerskip",
-                   help="named target/draft pair (built-in or params/pairs.yaml), or TARGET+DRAFT: TARGET a registry "
-                        "name, a model folder or a cached hub id; DRAFT layerskip:N, edd:NAME, vdm:NAME, hf:MODEL, "
-                        "eagle:FOLDER")
-    p.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto",
-                   help="precision of the pair (auto: bfloat16 on CUDA, float32 on CPU)")
-    p.add_argument("--device", type=_device, default="auto",
-                   help="auto (CUDA when present, a large target spread over every GPU), cpu, cuda, cuda:N")
-    p.add_argument("--prompts", default=prompts, help="prompt spec, e.g. mtbench:8+humaneval:8")
-    p.add_argument("--max-new-tokens", type=_whole(1), default=max_new)
-    p.add_argument("--json", type=_output_file, help="also write the results here (atomically)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="spectree", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("bench", help="tokens/s and speedup vs HF generate, τ, γ per strategy")
-    _common(b, "mtbench:16", 128)
-    b.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
-    b.add_argument("--temperature", type=_number(0, 10, closed=True), default=0.0, help="0: greedy")
-    b.add_argument("--top-p", type=_number(0, 1), default=1.0)
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--hf-assisted", action="store_true",
-                   help="also time HF assisted generation with the pair's standalone draft (VDM, layer-skip)")
-    b.add_argument("--hf-prompt-lookup", type=_whole(0), default=0, metavar="N",
-                   help="also time HF prompt lookup decoding with N candidate tokens (needs no draft; 0: not)")
-    b.add_argument("--repeats", type=_whole(1), default=1,
-                   help="timed passes per prompt, interleaved (speedup: the median over passes, speedup_min beside)")
-    ll = sub.add_parser("lossless", help="greedy exact match (lengths too) against HF generate")
-    _common(ll, "mtbench:50+humaneval:50", 64)
-    ll.add_argument("--strategies", nargs="+", default=DEFAULT_STRATEGIES)
-    for p in (b, ll):
-        p.add_argument("--kernels", choices=("auto", "packed", "stock"), default="auto",
-                       help="our decoder's kernels: auto (prepacked oneDNN weights from the row count where they are "
-                            "faster on this machine, in-place grouped attention), packed (always) or HF's stock ones; "
-                            "the HF generate reference always runs stock")
-    lg = sub.add_parser("log", help="write a logbook of full draft trees for replay")
-    _common(lg, "mtbench:16", 128)
-    from spectree.replay.logbook import LogConfig
-    for f in fields(LogConfig):
-        if f.name not in ("pair", "max_new_tokens"):
-            lg.add_argument(f"--{f.name.replace('_', '-')}", type=_whole(1), default=f.default)
-    lg.add_argument("--name", help="logbook name (default: the prompt spec)")
-    tr = sub.add_parser("train", help="distil a one-layer draft (EDD / VDM) from the target; resumable")
-    tr.add_argument("--name", required=True, help="checkpoint name, e.g. smollm2-edd")
-    tr.add_argument("--target", default="smollm2-135m-instruct")
-    from spectree.drafts.training import SAVE_EVERY_S, TrainConfig
-    for f in fields(TrainConfig):
-        tr.add_argument(f"--{f.name.replace('_', '-')}", default=f.default, **_train_type(f))
-    tr.add_argument("--max-minutes", type=_number(0), help="stop (with a checkpoint) after this long")
-    tr.add_argument("--threads", type=_whole(1), help="torch CPU threads")
-    tr.add_argument("--save-every", type=_number(0, closed=True), default=SAVE_EVERY_S, metavar="SECONDS",
-                    help="seconds between checkpoints, 0: every step (one is also saved on Ctrl-C)")
-    tr.add_argument("--restart", action="store_true",
-                    help="start over, discarding a saved state of this name (one made with other settings is refused)")
-    tr.add_argument("--export", action="store_true", help="write data/drafts/<name>.safetensors + card when done")
-    tr.add_argument("--init-from", type=Path, help="start from this shipped checkpoint when no saved state exists")
-    tr.add_argument("--init-step", type=_whole(0), default=0, help="the step that checkpoint had reached")
-    ac = sub.add_parser("acceptance", help="draft top-1 agreement by position and chain-k greedy τ")
-    _common(ac, "mtbench:16+humaneval:16", 128)
-    ac.add_argument("--depth", type=_whole(1), default=5)
-    ac.add_argument("--card", action="store_true", help="also store the result as the held-out metrics in the draft's card")
-    rp = sub.add_parser("replay", help="score strategies on a logbook without a model")
-    rp.add_argument("logbook", type=Path)
-    rp.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
-    rp.add_argument("--min-trees", type=_whole(0), default=0,
-                    help="repeat the logbook until it holds this many trees (to time replay at scale)")
-    rp.add_argument("--json", type=_output_file)
-    return parser
-
 
 def _write_json(path: Path | None, payload: dict) -> None:
     if path:
@@ -191,6 +59,8 @@ def cmd_bench(args) -> int:
     policies = _policies(args.strategies)
     sampling = Sampling(args.temperature, args.top_p)
     prompts = _checked_prompts(args, max(p.max_depth for p in policies.values()))
+    if args.hf_assisted:
+        _check_assistant(args.pair)
     skipped: dict[str, str] = {}
     models = load_pair(args.pair, kernels=args.kernels, **_placed(args))
     policies = _calibrated(policies, args.pair, models)
@@ -206,6 +76,20 @@ def cmd_bench(args) -> int:
         print(f"skipped {name}: {why}")
     _write_json(args.json, {"config": vars(args), "rows": table.to_dict(orient="records"), "skipped": skipped})
     return 0
+
+
+def _check_assistant(pair: str) -> None:
+    """`--hf-assisted` needs a standalone draft LM as HF's assistant_model (`speed.bench.standalone`): a pair whose
+    draft is none is refused from its spec (a trained draft's kind from its checkpoint's metadata), before a load."""
+    from spectree.drafts.pairs import check_draft_file, check_pair_name, parse_draft
+
+    draft = parse_draft(check_pair_name(pair).draft)
+    kind = check_draft_file(draft.checkpoint)["kind"] if draft.checkpoint else draft.kind
+    if kind not in ("layerskip", "vdm", "hf"):
+        what = ("a synthetic mix draft (the target's forwards inside it)" if kind == "mix"
+                else f"an {kind.upper()} draft, which reads the target's hidden states")
+        raise SpectreeError(f"--hf-assisted needs a standalone draft model (layerskip:, vdm: or hf:) as HF's "
+                            f"assistant; pair {pair} has {what}: leave --hf-assisted out")
 
 
 def cmd_lossless(args) -> int:
@@ -268,7 +152,8 @@ def cmd_replay(args) -> int:
 
         pair = json.loads((args.logbook / "config.json").read_text())["pair"]
         placed = {k: v for k, v in (read_manifest(inside(args.logbook)) or {}).items() if k in ("dtype", "device")}
-        policies = calibrate(policies, lambda: cached_cost_model(pair, measure=False, **placed)[0])
+        policies = calibrate(policies, lambda: cached_cost_model(pair, measure=False, kernels=("auto", "stock", "packed"),
+                                                                 **placed)[0])
     t0 = time.perf_counter()
     forest = Forest.of(logbook)
     print(f"{forest.n_trees} logged trees ({len(logbook)} prompts), node table built in "
@@ -286,13 +171,47 @@ def cmd_replay(args) -> int:
     return 0
 
 
+def _tune_logbook(args, engine) -> tuple[Path, Optional[list]]:
+    """The logbook `tune` replays: the one named (a folder, or a name under data/cache/logbooks), or (None, prompts)
+    to log for --pair / --prompts, each checked before any model loads."""
+    from spectree.core.paths import cache_dir
+
+    if args.logbook:
+        if args.pair or args.prompts:
+            raise SpectreeError("--logbook names what to replay: leave out --pair and --prompts")
+        path = Path(args.logbook)
+        path = path if path.is_dir() else cache_dir() / "logbooks" / check_name(args.logbook, "logbook")
+        if not (path / "config.json").exists():
+            raise SpectreeError(f"--logbook {args.logbook}: no logbook there ({path}); log one with `python -m "
+                                f"spectree log` or give --pair and --prompts")
+        return path, None
+    if not (args.pair and args.prompts):
+        raise SpectreeError("give --logbook, or --pair and --prompts (logged first)")
+    return None, _checked_prompts(args, engine.log.d_max)
+
+
+def cmd_tune(args) -> int:
+    from spectree.reports.tune import check_engine, load_cost_model, run_tune
+
+    engine = check_engine(args.engine)
+    path, prompts = _tune_logbook(args, engine)
+    given = load_cost_model(args.cost_model) if args.cost_model else None
+    report = run_tune(engine, path, prompts, args.pair, args.prompts, args.max_new_tokens, _placed(args), given,
+                      args.top, args.draft_model, args.token_map)
+    _write_json(args.json, report)
+    return 0
+
+
 def cmd_acceptance(args) -> int:
     from spectree.analysis.acceptance import acceptance_table
     from spectree.drafts.pairs import check_pair_name, parse_draft
 
     draft = parse_draft(check_pair_name(args.pair).draft)
     card = draft.checkpoint.with_suffix(".json") if draft.checkpoint else None
-    if args.card and not (card and card.exists()):
+    if args.card and not card:
+        raise SpectreeError(f"--card: pair {args.pair} has no trained draft card: a {draft.kind} draft has none "
+                            f"(only edd:NAME and vdm:NAME drafts do)")
+    if args.card and not card.exists():
         raise SpectreeError(f"--card: pair {args.pair} has no trained draft card ({card})")
     if args.card and draft.vocab is not None:
         raise SpectreeError(f"--card: the card holds the full-head draft's metrics; score {args.pair} without --card")
@@ -346,43 +265,6 @@ def cmd_train(args) -> int:
                  init_from=args.init_from, init_step=args.init_step, target_name=target_name)
     print(work)
     if args.export:
-        print(export_checkpoint(args.name, work, cfg, args.target, metrics={}, device=device_name(target)))
+        print(export_checkpoint(args.name, work, cfg, args.target, metrics={}, device=device_name(target),
+                                precision=args.precision))
     return 0
-
-
-def _train_type(f) -> dict:
-    """How `train` reads a TrainConfig field, so that a bad value is refused naming the flag the user typed."""
-    from spectree.drafts.training import DATA, KINDS, LOSSES
-
-    choices = {"kind": KINDS, "loss": LOSSES, "data": DATA}
-    if f.name in choices:
-        return {"choices": choices[f.name]}
-    if isinstance(f.default, bool):
-        return {"type": _yes_no}
-    if f.name in ("hidden_layer", "seed"):  # any whole number (hidden_layer -1: the default layer)
-        return {"type": int}
-    if isinstance(f.default, int):
-        return {"type": _whole(1 if f.name.startswith("block_") else 0)}
-    return {"type": _number(0, closed=f.name != "lr")}
-
-
-def _yes_no(text: str) -> bool:
-    if text.lower() not in ("yes", "no", "true", "false", "1", "0"):
-        raise argparse.ArgumentTypeError(f"expected yes or no, got '{text}'")
-    return text.lower() in ("yes", "true", "1")
-
-
-COMMANDS = {"bench": cmd_bench, "lossless": cmd_lossless, "log": cmd_log, "replay": cmd_replay, "train": cmd_train,
-            "acceptance": cmd_acceptance}
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return COMMANDS[args.command](args)
-    except SpectreeError as err:
-        print(f"spectree: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM during training (which saved a checkpoint first)
-        print("spectree: interrupted", file=sys.stderr)
-        return 128 + getattr(err, "signum", signal.SIGINT)

@@ -1,0 +1,114 @@
+"""`python -m spectree {bench,lossless,log,replay,train,acceptance,tune}`. Every argument is validated before a model
+loads."""
+from __future__ import annotations
+
+
+import argparse
+import signal
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from spectree.cli.args import _Parser, _common, _device, _number, _output_file, _train_type, _whole
+from spectree.cli.commands import (cmd_acceptance, cmd_bench, cmd_log, cmd_lossless, cmd_replay, cmd_train,
+                                   cmd_tune)
+from spectree.core.errors import SpectreeError
+
+DEFAULT_STRATEGIES = ["chain:k=4", "kary:b=2,d=4"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="spectree", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("bench", help="tokens/s and speedup vs HF generate, τ, γ per strategy")
+    _common(b, "mtbench:16", 128)
+    b.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
+    b.add_argument("--temperature", type=_number(0, 10, closed=True), default=0.0, help="0: greedy")
+    b.add_argument("--top-p", type=_number(0, 1), default=1.0)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--hf-assisted", action="store_true",
+                   help="also time HF assisted generation with the pair's standalone draft (VDM, layer-skip)")
+    b.add_argument("--hf-prompt-lookup", type=_whole(0), default=0, metavar="N",
+                   help="also time HF prompt lookup decoding with N candidate tokens (needs no draft; 0: not)")
+    b.add_argument("--repeats", type=_whole(1), default=1,
+                   help="timed passes per prompt, interleaved (speedup: the median over passes, speedup_min beside)")
+    ll = sub.add_parser("lossless", help="greedy exact match (lengths too) against HF generate")
+    _common(ll, "mtbench:50+humaneval:50", 64)
+    ll.add_argument("--strategies", nargs="+", default=DEFAULT_STRATEGIES)
+    for p in (b, ll):
+        p.add_argument("--kernels", choices=("auto", "packed", "stock"), default="auto",
+                       help="our decoder's kernels: auto (prepacked oneDNN weights from the row count where they are "
+                            "faster on this machine, in-place grouped attention), packed (always) or HF's stock ones; "
+                            "the HF generate reference always runs stock")
+    lg = sub.add_parser("log", help="write a logbook of full draft trees for replay")
+    _common(lg, "mtbench:16", 128)
+    from spectree.replay.logbook import LogConfig
+    for f in fields(LogConfig):
+        if f.name not in ("pair", "max_new_tokens"):
+            lg.add_argument(f"--{f.name.replace('_', '-')}", type=_whole(1), default=f.default)
+    lg.add_argument("--name", help="logbook name (default: the prompt spec)")
+    tr = sub.add_parser("train", help="distil a one-layer draft (EDD / VDM) from the target; resumable")
+    tr.add_argument("--name", required=True, help="checkpoint name, e.g. smollm2-edd")
+    tr.add_argument("--target", default="smollm2-135m-instruct")
+    from spectree.drafts.storage import PRECISIONS
+    from spectree.drafts.training import SAVE_EVERY_S, TrainConfig
+    for f in fields(TrainConfig):
+        tr.add_argument(f"--{f.name.replace('_', '-')}", default=f.default, **_train_type(f))
+    tr.add_argument("--max-minutes", type=_number(0), help="stop (with a checkpoint) after this long")
+    tr.add_argument("--threads", type=_whole(1), help="torch CPU threads")
+    tr.add_argument("--save-every", type=_number(0, closed=True), default=SAVE_EVERY_S, metavar="SECONDS",
+                    help="seconds between checkpoints, 0: every step (one is also saved on Ctrl-C)")
+    tr.add_argument("--restart", action="store_true",
+                    help="start over, discarding a saved state of this name (one made with other settings is refused)")
+    tr.add_argument("--export", action="store_true", help="write data/drafts/<name>.safetensors + card when done")
+    tr.add_argument("--precision", choices=PRECISIONS, default="fp16",
+                    help="how --export stores the layer: fp16, or int8 rows (half the bytes; drafts.storage)")
+    tr.add_argument("--init-from", type=Path, help="start from this shipped checkpoint when no saved state exists")
+    tr.add_argument("--init-step", type=_whole(0), default=0, help="the step that checkpoint had reached")
+    ac = sub.add_parser("acceptance", help="draft top-1 agreement by position and chain-k greedy τ")
+    _common(ac, "mtbench:16+humaneval:16", 128)
+    ac.add_argument("--depth", type=_whole(1), default=5)
+    ac.add_argument("--card", action="store_true", help="also store the result as the held-out metrics in the draft's card")
+    tu = sub.add_parser("tune", help="a serving engine's speculative settings from a logbook, ranked by projected "
+                                     "speedup, as the engine's own config text")
+    tu.add_argument("--engine", required=True, choices=("sglang", "trtllm", "vllm"))
+    tu.add_argument("--logbook", help="a logbook folder or name (data/cache/logbooks/); else --pair and --prompts, "
+                                      "logged first")
+    tu.add_argument("--pair", help="the pair to log (named, a preset or TARGET+DRAFT)")
+    tu.add_argument("--prompts", help="prompt spec to log, e.g. jsonl:questions.jsonl:16")
+    tu.add_argument("--max-new-tokens", type=_whole(1), default=32, help="greedy positions logged per prompt")
+    tu.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+    tu.add_argument("--device", type=_device, default="auto")
+    tu.add_argument("--cost-model", metavar="FILE[:SHAPE]",
+                    help="price trees with this cost model: the GPU checklist's costmodel.json (:SHAPE, e.g. "
+                         ":llama-3.1-8b; default its largest) or a JSON t(n) curve {sizes, target_s, draft_s}; "
+                         "default: the pair's measured on this machine")
+    tu.add_argument("--top", type=_whole(1), default=5, help="settings printed")
+    tu.add_argument("--draft-model", default=None, help="the draft model's path as the config text names it")
+    tu.add_argument("--token-map", type=_output_file, metavar="PATH",
+                    help="also write the pair's reduced draft vocabulary (a NAME@V draft) as SGLang's "
+                         "--speculative-token-map file")
+    tu.add_argument("--json", type=_output_file)
+    rp = sub.add_parser("replay", help="score strategies on a logbook without a model")
+    rp.add_argument("logbook", type=Path)
+    rp.add_argument("--strategies", nargs="+", default=["ar"] + DEFAULT_STRATEGIES)
+    rp.add_argument("--min-trees", type=_whole(0), default=0,
+                    help="repeat the logbook until it holds this many trees (to time replay at scale)")
+    rp.add_argument("--json", type=_output_file)
+    return parser
+
+
+COMMANDS = {"bench": cmd_bench, "lossless": cmd_lossless, "log": cmd_log, "replay": cmd_replay, "train": cmd_train,
+            "acceptance": cmd_acceptance, "tune": cmd_tune}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except SpectreeError as err:
+        print(f"spectree: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM during training (which saved a checkpoint first)
+        print("spectree: interrupted", file=sys.stderr)
+        return 128 + getattr(err, "signum", signal.SIGINT)

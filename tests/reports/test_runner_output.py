@@ -1,0 +1,105 @@
+"""`./run_all.sh` prints its progress bar, the table of notebooks and where the results are — nothing else:
+papermill's "Passed unknown parameter" only for parameters a notebook really lacks (`runner.DeclaredParameters`),
+and no ipykernel warning about an unencrypted TCP kernel (each kernel runs over IPC, `runner.kernel_manager_class`).
+A tiny notebook in a temporary SPECTREE_HOME; the kernels are real (a few seconds each)."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from spectree.reports import runner
+
+ROOT = Path(__file__).resolve().parents[2]
+# a policy spec holds '=' inside a string: papermill's own parser gives up on the line (then calls `trees` unknown)
+PARAMETERS = 'trees: list = ["pct:k=5,d_max=10"]\nn: int = 3\n'
+BODY = ("import json, os, zmq\nfrom ipykernel.kernelapp import IPKernelApp\napp = IPKernelApp.instance()\n"
+        "os.makedirs('figures/00_tiny', exist_ok=True)\n"
+        "json.dump({'n': n, 'trees': trees, 'transport': app.transport, 'ip': app.ip},"
+        " open('figures/00_tiny/summary.json', 'w'))\n")
+
+
+def tiny_notebook(path: Path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(PARAMETERS, metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(BODY)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def warnings_of(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "papermill" and r.levelno >= logging.WARNING]
+
+
+def test_papermill_warns_only_of_parameters_the_notebook_lacks(tmp_path, caplog):
+    """papermill (prepare_only: parameters injected, nothing run) on notebook 12 with its quick parameters and on a
+    tiny notebook: declared parameters pass silently, a real unknown one keeps its warning; the filter is papermill's
+    only for the notebook's run."""
+    import papermill
+
+    def prepare(notebook: Path, params: dict) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="papermill"):
+            papermill.execute_notebook(str(notebook), str(tmp_path / "out.ipynb"), parameters=params,
+                                       kernel_name="python3", prepare_only=True, progress_bar=False)
+        return warnings_of(caplog)
+
+    tiny = tiny_notebook(tmp_path / "00_tiny.ipynb")
+    params = {"trees": ["pct:k=4,d_max=8"], "n": 4, "nope": 1}
+    assert "Passed unknown parameter: trees" in prepare(tiny, params), \
+        "papermill now reads the parameters cell right: runner.DeclaredParameters is no longer needed"
+    with runner.declared_parameters(tiny):
+        assert prepare(tiny, params) == ["Passed unknown parameter: nope"]
+    assert not any(isinstance(f, runner.DeclaredParameters) for f in logging.getLogger("papermill").filters)
+    assert "Passed unknown parameter: trees" in prepare(tiny, params)  # gone with the run
+
+    twelve = ROOT / "notebooks" / "12_retrieval.ipynb"
+    quick = runner.notebook_params(twelve.name, runner.profile_params("quick").get(twelve.stem, {}))
+    with runner.declared_parameters(twelve):
+        assert prepare(twelve, {**quick, "not_a_parameter": 1}) == ["Passed unknown parameter: not_a_parameter"]
+
+
+@pytest.fixture
+def runtime(monkeypatch) -> Path:
+    """A short private JUPYTER_RUNTIME_DIR (a Unix socket's path is limited to about 100 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="jr") as folder:
+        monkeypatch.setenv("JUPYTER_RUNTIME_DIR", folder)
+        yield Path(folder)
+
+
+def test_the_kernel_manager_uses_ipc_in_the_runtime_directory(runtime, monkeypatch):
+    km = runner.kernel_manager_class()(kernel_name="python3")
+    assert km.transport == "ipc"
+    assert Path(km.connection_file).parent == runtime and km.ip == km.connection_file[:-len(".json")] + "-ipc"
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime / ("deep" * 30)))
+    assert runner.kernel_manager_class()(kernel_name="python3").transport == "tcp"  # too long for a socket
+
+
+def test_a_run_prints_progress_the_table_and_the_results_only(tmp_path, monkeypatch, capfd, runtime):
+    """runner.main on a tiny notebook through papermill and a real kernel: stderr holds the tqdm bar and nothing
+    else, stdout the table and the line saying where index and results are; the kernel ran over IPC and left no
+    socket or connection file behind."""
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    tiny_notebook(tmp_path / "notebooks" / "00_tiny.ipynb")
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params" / "quick.yaml").write_text(yaml.safe_dump({"00_tiny": {"trees": ["pct:k=4,d_max=8"],
+                                                                                "n": 5}}))
+    assert runner.main(["--notebooks", "00_tiny.ipynb", "--profile", "quick"]) == 0
+    out, err = capfd.readouterr()
+    bar = re.compile(r"notebooks \(quick\): +\d+%\|[^|]*\| \d+/1 \[[^\]]*\]")
+    assert bar.search(err) and not bar.sub("", err).strip(), f"stderr beyond the progress bar: {err!r}"
+    summary = json.loads((tmp_path / "figures" / "00_tiny" / "summary.json").read_text())
+    assert summary["transport"] == "ipc" and summary["ip"].startswith(str(runtime))
+    assert summary["trees"] == ["pct:k=4,d_max=8"] and summary["n"] == 5  # injected
+    assert not list(runtime.iterdir())  # sockets and connection file removed at shutdown
+    lines = out.strip().splitlines()
+    assert lines[0].split() == ["notebook", "status", "seconds"] and lines[1].split()[:2] == ["00_tiny.ipynb", "ran"]
+    assert len(lines) == 3 and re.match(r"total \d+ s; index: .*index.html; results: .*RESULTS.md$", lines[2]), out

@@ -15,7 +15,7 @@ from spectree.reports import gpu_check, results
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = {"profile": "default", "commit": "abc1234", "date": "2000-01-01 00:00 UTC", "host": "Test CPU, AVX2, 2 threads"}
-FILES = {"env.json", "lossless.json", "costmodel.json", "speed.json", "summary.json"}
+FILES = {"env.json", "lossless.json", "costmodel.json", "large.json", "speed.json", "summary.json"}
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +42,11 @@ def test_the_dry_run_writes_every_file_of_the_gpu_run_and_its_claims(dry_run):
     names = {c["name"]: c for c in summary["claims"]}
     for dtype in ("bfloat16", "float32"):
         assert names[f"greedy speculative decoding is lossless on the GPU ({dtype})"]["verdict"] == "holds"
+    large = json.loads((out / "large.json").read_text())
+    assert large["shape"] == "tiny" and set(large["dtypes"]) == {"bfloat16", "float32"}
+    assert all(r["checked"] == len(gpu_check.LARGE) and all(m["tie"] for m in r["mismatches"])
+               for r in large["dtypes"].values())
+    assert summary["lossless bfloat16"].startswith(f"{lossless['prompts'] * len(settings) + len(gpu_check.LARGE)}/")
     cost = json.loads((out / "costmodel.json").read_text())
     tiny = cost["shapes"]["tiny"]
     assert set(tiny["target_s"]) == {str(p) for p in gpu_check.Plan.dry_run().prefixes}
@@ -69,6 +74,24 @@ def test_results_render_the_gpu_section_from_a_summary(dry_run, tmp_path, monkey
     assert "**tree construction share of a step, tiny**" in text and "**lossless settings, float32**" in text
 
 
+def test_a_checklist_run_refreshes_only_the_gpu_section_of_results(dry_run, tmp_path, monkeypatch):
+    """The notebooks' sections were made by their own (default) run; a GPU run's files replace the GPU section only."""
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    page = tmp_path / "RESULTS.md"
+    page.write_text("# Results\n\n- commit: abc1234\n\n## 00_quickstart\n\n- tau: 1.65\n\n" + "\n".join(
+        results.gpu_section()))
+    assert results.UNTESTED in page.read_text()
+    folder = tmp_path / "figures" / results.GPU_STEM
+    folder.mkdir(parents=True)
+    for f in dry_run[0].iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    results.refresh_gpu_section(page)
+    text = page.read_text()
+    assert text.startswith("# Results\n\n- commit: abc1234\n\n## 00_quickstart\n\n- tau: 1.65\n\n## GPU checklist")
+    assert results.UNTESTED not in text and text.count("## GPU checklist") == 1
+    assert "| greedy speculative decoding is lossless on the GPU (float32) | lossless |" in text
+
+
 def test_lossless_claims_follow_the_mismatches_and_name_the_near_ties(tmp_path):
     mismatch = {"prompt": "jsonl:gpu_check/mtbench-81", "strategy": "chain:k=3", "position": 7, "ref_len": 24,
                 "out_len": 24}
@@ -87,6 +110,12 @@ def test_lossless_claims_follow_the_mismatches_and_name_the_near_ties(tmp_path):
     summary = gpu_check.summarize(tmp_path)
     assert [c["verdict"] for c in summary["claims"]] == ["does not hold"]
     assert json.loads((tmp_path / "summary.json").read_text())["lossless float32"] == "39/40 identical, 1 not a near-tie"
+    large = {"shape": "llama-3.1-8b", "dtypes": {"float32": {"checked": 6, "mismatches": [
+        {**mismatch, "strategy": "AR (our loop)", "top2_gap": 30.0, "top1": 410.0, "tie": False}]}}}
+    both = gpu_check.lossless_claim(result(0, 0), "float32", large)
+    assert both["verdict"] == "does not hold" and both["n"] == 46
+    assert ("45/46 identical, 1 not a near-tie; not near-ties: AR (our loop) on jsonl:gpu_check/mtbench-81 "
+            "(llama-3.1-8b) at 7 (gap 30 of a top-1 logit 410)") == both["ours"]
 
 
 def test_results_say_the_gpu_path_is_untested_without_a_checklist(tmp_path, monkeypatch):

@@ -157,3 +157,11 @@ def test_bad_tune_input_is_one_line_before_any_model_loads(argv, message, tmp_pa
     root = offline_home(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     assert message in refuse(argv, capsys, root)
+
+
+def test_tune_logs_an_even_spread_of_a_long_prompt_file():
+    prompts = list(range(80))  # e.g. MT-bench's 80 questions, ten per category in file order
+    picked = tune.spread(prompts, 16)
+    assert len(picked) == 16 and picked == sorted(set(picked)) and picked[:3] == [0, 5, 10]
+    assert {p // 10 for p in picked} == set(range(8))  # every category drawn
+    assert tune.spread(prompts[:5], 16) == prompts[:5]

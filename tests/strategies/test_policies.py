@@ -69,6 +69,14 @@ def test_dyspec_budget_keeps_exactly_the_m_most_valuable_nodes():
     assert finalize_on(policy, tree).tolist() == [True, True, True, False]
 
 
+def test_dyspec_keeps_no_node_of_value_zero_even_under_budget():
+    # a sharp draft (the GPU checklist's random heads): one child takes all the probability, the others underflow to
+    # 0; with fewer than m positive values the m-th best is 0, and every zero-valued tie would pass (the first H100
+    # run: 4,096 candidates offered at the 8B shape until the node guard stopped the tree)
+    policy = parse_strategy("dyspec:m=8,K=4,d_max=3")
+    assert select_on(policy, candidates(0.0, [1.0, 0.0, 0.0, 0.0])).tolist() == [True, False, False, False]
+
+
 @pytest.mark.parametrize("spec", ["pct:ratio=1.5", "dyspec_threshold:t=-0.1", "eagle2:N=-3", "cape:d=-1"])
 def test_out_of_range_policy_parameters_are_refused(spec):
     with pytest.raises(SpectreeError):

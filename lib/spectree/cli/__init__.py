@@ -75,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--logbook", help="a logbook folder or name (data/cache/logbooks/); else --pair and --prompts, "
                                       "logged first")
     tu.add_argument("--pair", help="the pair to log (named, a preset or TARGET+DRAFT)")
-    tu.add_argument("--prompts", help="prompt spec to log, e.g. jsonl:questions.jsonl:16")
+    tu.add_argument("--prompts", help="prompt spec to log, e.g. jsonl:questions.jsonl")
+    tu.add_argument("--max-prompts", type=_whole(1), default=16,
+                    help="log at most this many of them, evenly spread over the spec (every category of a file)")
     tu.add_argument("--max-new-tokens", type=_whole(1), default=32, help="greedy positions logged per prompt")
     tu.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
     tu.add_argument("--device", type=_device, default="auto")

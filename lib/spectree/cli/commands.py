@@ -187,7 +187,9 @@ def _tune_logbook(args, engine) -> tuple[Path, Optional[list]]:
         return path, None
     if not (args.pair and args.prompts):
         raise SpectreeError("give --logbook, or --pair and --prompts (logged first)")
-    return None, _checked_prompts(args, engine.log.d_max)
+    from spectree.reports.tune import spread
+
+    return None, spread(_checked_prompts(args, engine.log.d_max), args.max_prompts)
 
 
 def cmd_tune(args) -> int:

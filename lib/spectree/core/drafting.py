@@ -100,6 +100,11 @@ class CachedLM:
         self.slots = None
 
 
+def host(t: torch.Tensor) -> np.ndarray:
+    """A small tensor's values in numpy, copied from the device when there is one (one synchronisation)."""
+    return t.cpu().numpy()
+
+
 def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sampling,
                      generator: Optional[torch.Generator], features: frozenset = OPTIONAL_FEATURES,
                      kept: Optional[torch.Tensor] = None) -> tuple[dict[str, np.ndarray], Optional[torch.Tensor]]:
@@ -112,42 +117,46 @@ def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sam
     (`core.policy.computed_columns`): each costs passes over the vocabulary. `kept`: ≥ TOP_M column ids that hold
     every row's top M (a reduced draft head's tokens, see `draft_tree`), so the top-M entropy reads only them.
     Returns (the candidates' columns [c], `parents` = frontier rows; warped distributions [f, V], None when greedy).
+
+    Greedy, the passes over the vocabulary run where the logits are (on a GPU: top-k, softmax and entropy on the
+    device) and only a few numbers per child cross to the host; sampling draws on the host, with the CPU generator.
     """
-    logits = logits.float().cpu()  # passes over the vocabulary in torch; a few numbers per child in numpy
+    logits = logits.float() if sampling.greedy else logits.float().cpu()  # [f, V]; a few numbers per child in numpy
     f = logits.shape[0]
     wants_p, wants_h = "draft_prob" in features, "entropy" in features
     topm = "entropy_topm" in features and kept is None
     shared = chunk_maxima(logits, top_values_chunk(logits.shape[1], TOP_M)) if topm else None  # [f, C], read twice
     if sampling.greedy:
         warped, drawn = None, None
-        top, tok = row_topk(logits, k, maxima=shared)  # [f, k] descending
+        top, tok = row_topk(logits, k, maxima=shared)  # [f, k] descending, where the logits are
         cols = {"rank": np.arange(f * k) % k}
     else:
         warped = sampling.probs(logits)
         tok, drawn = sample_without_replacement(warped, k, generator)  # [f, k] in sample order
         cols = {"rank": rank_in_row(logits, logits.gather(-1, tok)).numpy().ravel()} if "rank" in features else {}
         drawn = drawn.numpy().ravel()
-    cols.update(tokens=tok.numpy().ravel(), parents=frontier.idx.repeat(k), depth=(frontier.depth + 1).repeat(k),
+    cols.update(tokens=host(tok).ravel(), parents=frontier.idx.repeat(k), depth=(frontier.depth + 1).repeat(k),
                 source=np.zeros(f * k, np.int64), match_len=np.zeros(f * k, np.int64))  # proposed by the draft
     if wants_p or wants_h:
         probs = torch.softmax(logits, -1)  # [f, V] the raw (T = 1) distribution: one fused pass
         p_max = probs.gather(-1, tok[:, :1])[:, 0] if sampling.greedy else probs.amax(-1)  # [f] the top token's
         if wants_h:
             top_logit = top[:, 0] if sampling.greedy else logits.amax(-1)  # [f]
-            cols["entropy"] = softmax_entropy(probs, logits, top_logit, p_max).numpy().repeat(k)
+            cols["entropy"] = host(softmax_entropy(probs, logits, top_logit, p_max)).repeat(k)
         if wants_p:
-            p = probs.gather(-1, tok).numpy()  # [f, k]
+            p = host(probs.gather(-1, tok))  # [f, k]
             cols.update(draft_prob=p.ravel(), joint=(frontier.joint[:, None] * p).ravel(),
-                        confidence=p_max.numpy().repeat(k))
+                        confidence=host(p_max).repeat(k))
     row = np.arange(f).repeat(k)  # [c] each candidate's frontier row
     if drawn is not None:  # a row with fewer than k tokens of positive probability offers fewer children
         cols, row = {name: col[drawn] for name, col in cols.items()}, row[drawn]
     if "entropy_topm" in features:  # per parent row, only where the policy reads it (C2T: its K likeliest children)
         def entropy_topm(off: np.ndarray) -> np.ndarray:
             rows, inverse = np.unique(row[off], return_inverse=True)
-            pick = slice(None) if len(rows) == f else torch.from_numpy(rows)
+            pick = slice(None) if len(rows) == f else torch.from_numpy(rows).to(logits.device)
             block, maxima = logits[pick], None if shared is None else shared[pick]  # [r, V], [r, C]
-            return topm_entropy(block if kept is None else block[:, kept], TOP_M, maxima).numpy()[inverse]
+            return topm_entropy(block if kept is None else block[:, kept.to(block.device)], TOP_M,
+                                maxima).numpy()[inverse]
         cols["entropy_topm"] = Lazy(entropy_topm)
     return cols, warped
 
@@ -161,7 +170,7 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
                       np.zeros(1, dtype=np.int64), 1)
     expanded: list[tuple[np.ndarray, torch.Tensor]] = []  # (frontier [f], warped draft dists [f, V]) per layer
     kept_ids = drafter.kept_ids  # a reduced head's tokens: every other logit is lower
-    kept_ids = kept_ids.cpu() if kept_ids is not None and len(kept_ids) >= TOP_M else None
+    kept_ids = kept_ids if kept_ids is not None and len(kept_ids) >= TOP_M else None  # on the logits' device
 
     def offer(frontier: Rows) -> np.ndarray:
         n_kept = int(frontier.growth.grown.sum())

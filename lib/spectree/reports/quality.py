@@ -261,17 +261,19 @@ def agreement_needed(best: pd.DataFrame, speedup: float) -> dict[str, Any]:
 def gpu_cost_models(path: Path) -> tuple[dict[str, Any], str]:
     """(shape → the cost model the GPU checklist measured for it, the device's name) from its costmodel.json
     (`reports.gpu_check`, committed under figures/gpu_check/): the target's forward times after the first committed
-    prefix, and one draft layer's as the draft's (an EAGLE- or EDD-sized draft); ({}, "") without the file."""
+    prefix, and one draft layer's as the draft's (an EAGLE- or EDD-sized draft), each under its padding bound
+    (`speed.costmodel.padded`: the first H100 run timed small trees slower than larger ones); ({}, "") without
+    the file."""
     import json
 
-    from spectree.speed.costmodel import CostModel
+    from spectree.speed.costmodel import CostModel, padded
 
     if not path.exists():
         return {}, ""
     data = json.loads(path.read_text())
     prefix = str(data["prefixes"][0])
     costs = {shape: CostModel(machine=f"{data['machine']} ({shape})", prefix=int(prefix), sizes=list(data["sizes"]),
-                              target_s=list(m["target_s"][prefix]), draft_s=list(m["draft_s"]))
+                              target_s=padded(m["target_s"][prefix]), draft_s=padded(m["draft_s"]))
              for shape, m in data["shapes"].items()}
     return costs, str(data.get("device", data["machine"]))
 

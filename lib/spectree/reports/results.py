@@ -228,8 +228,7 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> 
     path from the file's folder to figures/ ("" for figures/RESULTS.md, "figures/" for the repository's). Only
     this checkout's summaries are shown: a notebook with none says so (or is left out when it never ran here)."""
     summaries = {row["notebook"]: load_summary(Path(row["notebook"]).stem) for row in rows}
-    gpu = load_summary(GPU_STEM)
-    everything = [c for s in [*summaries.values(), gpu] for c in claims_of(s)]
+    everything = [c for s in summaries.values() for c in claims_of(s)]  # the GPU checklist tallies its own
     pairs = pairs_of(list(summaries.values()))
     timed = [t for t in map(seconds_of, rows) if t is not None]
     untimed = len(rows) - len(timed)
@@ -256,17 +255,37 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> 
         out += (_claims_table(claims) if claims else ["No claims."]) + [""]
         for title, table in tables_of(summary).items():
             out += _markdown_table(title, table)
-    out += ["## GPU checklist", ""]
+    return "\n".join(out + gpu_section())
+
+
+GPU_HEADING = "## GPU checklist"
+
+
+def gpu_section() -> list[str]:
+    """The GPU checklist's section, from figures/gpu_check/summary.json under its own stamp (its machine, commit and
+    date, which are not the notebooks'), or the line saying the GPU path is untested."""
+    gpu = load_summary(GPU_STEM)
+    out = [GPU_HEADING, ""]
     if not gpu:
-        return "\n".join(out + [UNTESTED, ""])
-    made = gpu.get("run") if isinstance(gpu.get("run"), dict) else {}  # the checklist's own stamp (its machine)
+        return out + [UNTESTED, ""]
+    made = gpu.get("run") if isinstance(gpu.get("run"), dict) else {}
     where = made.get("host") or gpu.get("device") or "a CUDA device"
     out += [f"`scripts/gpu_check.sh` on {where}, commit {made.get('commit', '?')}, "
-            f"{made.get('date', 'date unknown')}", ""] + [f"- {key}: {value}" for key, value in headline(gpu)]
+            f"{made.get('date', 'date unknown')}; claims: {tally(claims_of(gpu))}", ""]
+    out += [f"- {key}: {value}" for key, value in headline(gpu)]
     out += [""] + _claims_table(claims_of(gpu)) + [""]
     for title, table in tables_of(gpu).items():
         out += _markdown_table(title, table)
-    return "\n".join(out)
+    return out
+
+
+def refresh_gpu_section(path: Path) -> Path:
+    """Replace the GPU checklist's section of a rendered RESULTS.md (after a checklist run's files are committed)
+    and leave the notebooks' sections, made by their own run, as they are."""
+    text = path.read_text()
+    head = text.split(f"\n{GPU_HEADING}\n", 1)[0] if f"\n{GPU_HEADING}\n" in text else text.rstrip("\n") + "\n"
+    atomic_write_text(path, head.rstrip("\n") + "\n\n" + "\n".join(gpu_section()))
+    return path
 
 
 def write_results(rows: list[dict[str, Any]], profile: str,

@@ -65,10 +65,10 @@ class Engine:
 
 ENGINES = {
     "sglang": Engine("sglang", sglang_grid, SGLang(), "SGLang's automatic choice for a Llama target (speculative_hook.py)",
-                     LogConfig(K=8, d_max=8, beam=32, b_env=2, d_env=4)),
+                     LogConfig(K=8, d_max=8, beam=64, b_env=2, d_env=4)),
     "trtllm": Engine("trtllm", trtllm_grid, TRTLLM(), "TensorRT-LLM's documented dynamic-tree example "
                      "(docs/source/features/speculative-decoding.md); it has no default tree",
-                     LogConfig(K=10, d_max=8, beam=40, b_env=4, d_env=3)),
+                     LogConfig(K=10, d_max=8, beam=80, b_env=4, d_env=3)),
     "vllm": Engine("vllm", vllm_grid, choices_of((1, 1)), "vLLM's documented EAGLE example: 2 speculative tokens "
                    "(docs/features/speculative_decoding/eagle.md); it has no default",
                    LogConfig(K=4, d_max=8, beam=8, b_env=4, d_env=4)),
@@ -144,6 +144,13 @@ def per_prompt(logbook: list, policies: dict[str, Policy], cost) -> pd.DataFrame
             rows.append({"prompt": lp.prompt.key, "label": label, "tokens": s["tokens"],
                          "seconds": s["step_ms"] * s["steps"] / 1000, "plain_seconds": s["tokens"] * cost.t_target(1)})
     return pd.DataFrame(rows)
+
+
+def spread(prompts: list, n: int) -> list:
+    """At most n prompts, evenly spaced over the list (so a question file's every category is drawn), in order."""
+    if len(prompts) <= n:
+        return list(prompts)
+    return [prompts[(i * len(prompts)) // n] for i in range(n)]
 
 
 def split(logbook: list, fraction: float) -> tuple[list, list]:
@@ -245,7 +252,9 @@ def run_tune(engine: Engine, path: Optional[Path], prompts: Optional[list], pair
                                 f"smollm2-135m-instruct+edd:smollm2-edd@8192")
     if path is None:
         cfg = replace(engine.log, pair=pair, max_new_tokens=max_new_tokens)
-        name = check_name(f"tune-{engine.name}-{logbook_tag(prompt_spec)}", "logbook")
+        name = check_name(f"tune-{engine.name}-{logbook_tag(prompt_spec)}-{len(prompts)}", "logbook")
+        print(f"logging {len(prompts)} prompts × {max_new_tokens} tokens for {engine.name}'s grid "
+              f"(K={cfg.K}, d_max={cfg.d_max}, beam={cfg.beam}) into {name}")
         path = write_logbook(prompts, cfg, name, rebuild=True, **placed)
     logbook = read_logbook(path)
     if given is None:
@@ -272,6 +281,6 @@ def run_tune(engine: Engine, path: Optional[Path], prompts: Optional[list], pair
     return {**tune_report(table, skipped, engine, origin), "logbook": str(path), "pair": pair}
 
 
-__all__ = ["ENGINES", "Engine", "check_engine", "load_cost_model", "tune", "split", "per_prompt", "held_out_claim",
+__all__ = ["ENGINES", "Engine", "check_engine", "load_cost_model", "tune", "spread", "split", "per_prompt", "held_out_claim",
            "summary_lines",
            "gain_over_default", "write_token_map", "tune_report", "run_tune", "sglang_grid", "trtllm_grid", "vllm_grid"]

@@ -268,6 +268,7 @@ class Mismatch:
     out_len: int
     top2_gap: float  # AR top-1 minus top-2 logit at that position
     tie: bool
+    top1: float = float("nan")  # the AR top-1 logit there (the near-tie rule's relative term reads it)
 
 
 # The near-tie rule: a mismatch is explained by rounding when the AR top-2 logit gap there is below
@@ -314,7 +315,8 @@ def find_mismatches(models, runs: list[Run], prompts: list[Prompt]) -> list[Mism
         seen.add((r.strategy, r.prompt, tuple(a), tuple(b)))
         pos = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
         top1, gap = top2(target, chat_ids(tok, texts[r.prompt]), a, pos) if pos < len(a) else (0.0, float("nan"))
-        out.append(Mismatch(r.prompt, r.strategy, pos, len(a), len(b), gap, bool(gap < tie_gap(target.dtype, top1))))
+        out.append(Mismatch(r.prompt, r.strategy, pos, len(a), len(b), gap, bool(gap < tie_gap(target.dtype, top1)),
+                            top1))
     return out
 
 

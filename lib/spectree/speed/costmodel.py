@@ -66,6 +66,13 @@ class CostModel:
         return sum(self.t_draft(n) for n in layer_sizes) + self.t_target(tree_size)
 
 
+def padded(times) -> list[float]:
+    """The padding bound of a forward-time curve t(n) over increasing n: a forward over n tokens can always be padded
+    to m > n tokens (the padding masked out), so t(n) ≤ t(m) — each time capped by every later one (a suffix
+    minimum). It removes a warm-up or clock artefact from the small sizes of a curve measured on a GPU."""
+    return np.minimum.accumulate(np.asarray(times, dtype=float)[::-1])[::-1].tolist()
+
+
 def _monotone(times: list[float], slack: float = 2.0, jitter_s: float = 0.01) -> bool:
     """No time more than `slack` times (and `jitter_s` seconds) below a time measured for fewer tokens."""
     t = np.asarray(times)
@@ -77,26 +84,27 @@ def _monotone(times: list[float], slack: float = 2.0, jitter_s: float = 0.01) ->
 def time_forwards(model, sizes, prefix: int, repeats: int) -> list[float]:
     """Seconds of a forward over n new tokens (tree mask path) after a cached prefix of `prefix` committed tokens,
     for each n in `sizes`, over one prefill (the cache trimmed back after each forward): the fastest of `repeats`
-    timed runs per n, the estimate least disturbed by other work on the machine."""
+    timed runs per n, the estimate least disturbed by other work on the machine. A first, untimed round warms every
+    size up, and the rounds interleave the sizes, so that a drift (a GPU's clocks, a neighbour's load) touches all of
+    them alike: on an H100 the first sizes timed in a block came out 1.9x slower than the larger ones after them."""
     vocab = model.config.vocab_size
     cache = slab_cache(model.config)  # the cache the decoder uses
     gen = torch.Generator().manual_seed(0)
     forward_with_mask(model, cache, torch.randint(vocab, (prefix,), generator=gen), torch.arange(prefix),
                       None, last_only=True)  # a prefill, as the decoder's
-    out = []
-    for n in sizes:
-        tokens, positions = torch.randint(vocab, (n,), generator=gen), prefix + torch.arange(n)
-        allowed = causal_allowed(prefix, n)  # the cost of attention does not depend on the mask's pattern
-        times = []
-        for _ in range(repeats + 1):  # the first run warms up
+    # the cost of attention does not depend on the mask's pattern: a causal block stands for every tree
+    inputs = {n: (torch.randint(vocab, (n,), generator=gen), prefix + torch.arange(n), causal_allowed(prefix, n))
+              for n in sizes}
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for _ in range(repeats + 1):  # round 0 warms up
+        for n, (tokens, positions, allowed) in inputs.items():
             synchronize(model)
             start = time.perf_counter()
             forward_with_mask(model, cache, tokens, positions, allowed)
             synchronize(model)  # CUDA runs asynchronously: time the work, not its launch
-            times.append(time.perf_counter() - start)
+            times[n].append(time.perf_counter() - start)
             truncate(cache, prefix)
-        out.append(min(times[1:]))
-    return out
+    return [min(times[n][1:]) for n in sizes]
 
 
 def time_forward(model, n: int, prefix: int, repeats: int) -> float:

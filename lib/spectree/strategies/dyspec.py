@@ -31,11 +31,13 @@ class DySpec(Policy):
         return max(self.m, 1)  # a layer keeps at most the m best values seen (ties aside)
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
-        # a candidate can only end up among the m best nodes if it beats the m-th best value seen so far
+        # a candidate can only end up among the m best nodes if it beats the m-th best value seen so far; a value
+        # of 0 (a draft probability that underflowed: a sharp draft's other children) never does, even while fewer
+        # than m values are positive — else every such tie would pass and the tree would grow without bound
         drafted = tree.depth > 0
         bar = kth_largest(np.concatenate([tree.tree[drafted], cand.tree]),
                           np.concatenate([tree.joint[drafted], cand.joint]), self.m, cand.n_trees)  # [trees]
-        return cand.joint >= bar[cand.tree]
+        return (cand.joint >= bar[cand.tree]) & (cand.joint > 0)
 
     def finalize(self, tree: Rows) -> np.ndarray:
         return tree.top(tree.joint, self.m + 1)

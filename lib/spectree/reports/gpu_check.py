@@ -146,7 +146,12 @@ def _release(*models) -> None:
         torch.cuda.empty_cache()
 
 
-def lossless_step(plan: Plan, save=None) -> dict[str, Any]:
+def report_only(result: dict[str, Any], line: str) -> None:
+    """A step's `save` outside `run_checklist`: the progress line alone (`run_checklist`'s also writes the file)."""
+    print(line, flush=True)
+
+
+def lossless_step(plan: Plan, save=report_only) -> dict[str, Any]:
     """Every family's setting and every retrieval mode against HF generate, greedy, in each dtype (`lossless.json`)."""
     from spectree.core.decode import as_drafter
     from spectree.drafts.mix import MixDrafter
@@ -172,13 +177,11 @@ def lossless_step(plan: Plan, save=None) -> dict[str, Any]:
         out["dtypes"][name] = {"checked": len(prompts) * len(rows), "rows": rows, "skipped": skipped,
                                "mismatches": [asdict(m) for m in mismatches]}
         _release(target, draft, models)
-        print(f"lossless {name}: {len(mismatches)} mismatches of {len(prompts) * len(rows)}", flush=True)
-        if save is not None:
-            save(out)
+        save(out, f"lossless {name}: {len(mismatches)} mismatches of {len(prompts) * len(rows)}")
     return out
 
 
-def large_step(plan: Plan, save=None) -> dict[str, Any]:
+def large_step(plan: Plan, save=report_only) -> dict[str, Any]:
     """The lossless check at the largest cost shape, where rounding noise is largest (`large.json`): our AR loop and
     two trees against HF generate, greedy, in each dtype, on the random draft (real trees, little accepted)."""
     from spectree.drafts.random_pairs import random_pair
@@ -197,13 +200,11 @@ def large_step(plan: Plan, save=None) -> dict[str, Any]:
         out["dtypes"][name] = {"checked": len(prompts) * len(policies), "mismatches": [asdict(m) for m in mismatches],
                                "seconds": round(time.perf_counter() - t0, 1)}
         _release(target, draft)
-        print(f"large {name}: {len(mismatches)} mismatches of {len(prompts) * len(policies)}", flush=True)
-        if save is not None:
-            save(out)
+        save(out, f"large {name}: {len(mismatches)} mismatches of {len(prompts) * len(policies)}")
     return out
 
 
-def cost_step(plan: Plan, save=None) -> dict[str, Any]:
+def cost_step(plan: Plan, save=report_only) -> dict[str, Any]:
     """Per target shape: forward times by tree tokens, one draft layer's, our AR loop against HF generate, and the
     tree-construction share of every family's step (`costmodel.json`, saved after each shape through `save`, so a
     run cut short keeps the shapes it measured)."""
@@ -237,13 +238,11 @@ def cost_step(plan: Plan, save=None) -> dict[str, Any]:
                                 "hf_tokens_per_s": float(ar.loc["HF generate", "tokens_per_s"]),
                                 "tree_shares": shares, "seconds": round(time.perf_counter() - t0, 1)}
         _release(target, draft)
-        print(f"costmodel {shape}: {out['shapes'][shape]['seconds']} s", flush=True)
-        if save is not None:
-            save(out)
+        save(out, f"costmodel {shape}: {out['shapes'][shape]['seconds']} s")
     return out
 
 
-def speed_step(plan: Plan, save=None) -> dict[str, Any]:
+def speed_step(plan: Plan, save=report_only) -> dict[str, Any]:
     """The speed table at the largest shape: the random draft's rows (real cost) and each mix draft's (synthetic)
     in one run (`speed.json`)."""
     from spectree.core.decode import as_drafter
@@ -281,13 +280,14 @@ def run_checklist(plan: Plan, out: Path) -> dict[str, Any]:
     for name, step in STEPS.items():
         t0 = time.perf_counter()
 
-        def save(result: dict[str, Any], path: Path = out / f"{name}.json") -> None:
+        def save(result: dict[str, Any], line: str, path: Path = out / f"{name}.json") -> None:
+            """A finished unit of the step (a dtype, a shape): its file now, so a run cut short keeps it."""
             result["seconds"] = round(time.perf_counter() - t0, 1)
             atomic_write_text(path, json.dumps(jsonable(result), indent=1) + "\n")
+            print(line, flush=True)
 
         result = step(plan, save)
-        save(result)
-        print(f"{name}: {result['seconds']} s", flush=True)
+        save(result, f"{name}: {time.perf_counter() - t0:.1f} s")
     return summarize(out)
 
 

@@ -155,8 +155,8 @@ def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sam
             rows, inverse = np.unique(row[off], return_inverse=True)
             pick = slice(None) if len(rows) == f else torch.from_numpy(rows).to(logits.device)
             block, maxima = logits[pick], None if shared is None else shared[pick]  # [r, V], [r, C]
-            return topm_entropy(block if kept is None else block[:, kept.to(block.device)], TOP_M,
-                                maxima).numpy()[inverse]
+            return host(topm_entropy(block if kept is None else block[:, kept.to(block.device)], TOP_M,
+                                     maxima))[inverse]
         cols["entropy_topm"] = Lazy(entropy_topm)
     return cols, warped
 

@@ -12,7 +12,7 @@ distribution by `sample_without_replacement`), the tree's draft distributions (`
 every node (`Sampling.probs`), then the real `verify_multibranch`. Steps repeat until two tokens are
 committed; the first two committed tokens must follow the exact target joint T(x1 | c0) T(x2 | c0 + x1).
 
-Speed: 100k samples of Python-level tree code per k-ary configuration, 50k per other shape (five and 2.5 times
+Speed: 80k samples of Python-level tree code per k-ary configuration, 40k per other shape (four and two times
 the 20k with which the controls below catch a lossy verifier at p < 1e-6). Trees are drafted as a *forest* (one
 root per sample, every layer of every tree in one `child_candidates` call, still through the real `grow`), split
 into one `DraftTree` per sample, and each tree goes through `verify_multibranch` on its own.
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.slow
 
 V = 6
 CTX0 = (0,)  # the committed context before sampling; its last token is the first tree's root
-N_SAMPLES = 100_000  # per k-ary configuration (half per other shape)
+N_SAMPLES = 80_000  # per k-ary configuration (half per other shape)
 N_CONTROL = 20_000  # the broken verifier is caught with a tenth of the samples
 CHUNK = 20_000  # samples drafted as one forest
 P_MIN = 0.01  # a correct verifier must pass the chi-square test at this level

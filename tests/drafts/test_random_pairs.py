@@ -39,18 +39,12 @@ def test_the_tracked_tokenizer_needs_no_download_and_fits_every_shape():
         check_shape("llama-70b")
 
 
-def test_the_tracked_tokenizer_is_the_smollm2_targets(tmp_path):
-    """Its ids are those of the SmolLM2 target's own tokenizer (read from the cached target when it is there)."""
-    from spectree.core.paths import cache_dir
-
-    folder = cache_dir() / "models" / "smollm2-135m-instruct"
-    if not (folder / "tokenizer.json").exists():
-        pytest.skip("the SmolLM2 target is not cached here (any command on the shipped pair caches it)")
-    from transformers import AutoTokenizer
-
+@pytest.mark.slow
+def test_the_tracked_tokenizer_is_the_smollm2_targets(smollm2_pair):
+    """Its ids are those of the SmolLM2 target's own tokenizer (the shipped pair's, read from the GGUF's cache)."""
     from spectree.prompts import chat_ids
 
-    theirs, ours = AutoTokenizer.from_pretrained(str(folder)), tracked_tokenizer()
+    theirs, ours = smollm2_pair[2], tracked_tokenizer()
     text = "def f(x):\n    return x ** 2  # Ünïcode ✓"
     assert ours(text).input_ids == theirs(text).input_ids
     assert chat_ids(ours, text) == chat_ids(theirs, text)

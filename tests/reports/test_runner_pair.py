@@ -16,7 +16,7 @@ from spectree.reports import runner
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
-EAGLE_NOTEBOOKS = ("00", "02", "03")  # a live decode, a logbook, the timed benchmark: every way a draft is used
+EAGLE_NOTEBOOKS = ("00", "02")  # a live decode and a logbook: the two ways a notebook drives a draft
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +109,8 @@ def test_quick_profile_of_every_notebook_on_a_pair_of_folders(folders, draft, tm
     """The must-show: `./run_all.sh --profile quick --pair TARGET_DIR+hf:DRAFT_DIR` through the runner, in an empty
     SPECTREE_HOME (no shipped classifier or draft to reuse): every notebook writes a summary.json — results, or
     applies=false with why — and RESULTS.md lists the pair. `+eagle:HEAD_DIR` (a head in EAGLE's format) runs
-    00, 02 and 03, the three ways a notebook uses a draft (a live lossless decode, a logbook, the timed benchmark);
-    every CLI command meets every draft kind in tests/test_commands.py."""
+    00 and 02, the two ways a notebook drives a draft (a live lossless decode, as the timed benchmarks do, and a
+    logbook); every CLI command, `bench` included, meets every draft kind in tests/test_commands.py."""
     from helpers import eagle_config, eagle_weights, write_head
     from transformers import AutoModelForCausalLM
 

@@ -11,6 +11,7 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from spectree.core.groups import sibling_order
 from spectree.core.policy import Growth, NodeTable, Rows, grow
 from spectree.core.tree import DraftTree, Nodes
 
@@ -104,10 +105,44 @@ def grow_offline(policy, offer: Offer, root: Optional[DraftTree] = None) -> Draf
 
     def propose(frontier: Rows) -> np.ndarray:
         cand = offer(every_row(), torch.from_numpy(frontier.idx))
+        cand = cand.take(torch.from_numpy(sibling_order(cand.parents.numpy()) < policy.width(frontier)))  # as live
         return table.append({f: t.numpy() for f, t in cand.columns().items()})
 
     growth = grow(table, policy, propose)
     return every_row().subtree(torch.from_numpy(growth.kept))
+
+
+Path = tuple[int, ...]  # a node as the ranks of its path from the root (the root is ())
+
+
+def synthetic_draft(probs: Callable[[Path], list[float]], entropy: Callable[[Path], float] = lambda path: 1.0,
+                    K: int = 99) -> Offer:
+    """An `Offer` for `grow_offline` from a made-up greedy draft: node `path` offers its first K children, the i-th
+    with probability probs(path)[i] (descending: the ranks in order), all carrying entropy(path) and confidence
+    probs(path)[0] — the features a draft model's distribution at `path` gives them. Token ids are path codes."""
+    paths: list[Path] = [()]
+
+    def offer(every: DraftTree, frontier: torch.Tensor) -> Nodes:
+        rows = []
+        for u in frontier.tolist():
+            while len(paths) < len(every):  # the rows appended since the last call, in order
+                paths.append(paths[int(every.parents[len(paths)])] + (int(every.rank[len(paths)]),))
+            p = probs(paths[u])[:K]
+            rows += [(u, i, q, float(every.joint[u]) * q, entropy(paths[u]), p[0]) for i, q in enumerate(p)]
+        u, rank, q, joint, h, conf = (torch.tensor(c) for c in zip(*rows)) if rows else [torch.zeros(0)] * 6
+        n = len(rows)
+        return Nodes(tokens=1000 + torch.arange(len(every), len(every) + n), parents=u.long(),
+                     depth=every.depth[u.long()] + 1, draft_prob=q.float(), joint=joint.float(),
+                     entropy=h.float(), entropy_topm=h.float(), rank=rank.long(), confidence=conf.float())
+    return offer
+
+
+def tree_paths(tree: DraftTree) -> set[Path]:
+    """The nodes of a tree grown from `synthetic_draft`, as rank paths (the root left out)."""
+    paths: list[Path] = [()]
+    for i in range(1, len(tree)):
+        paths.append(paths[int(tree.parents[i])] + (int(tree.rank[i]),))
+    return set(paths[1:])
 
 
 def stand_in_draft(home, name: str, value: float = 1.0) -> None:

@@ -60,6 +60,7 @@ def test_greedy_decoding_on_packed_kernels_matches_stock_hf_generate():
 REPLAY_SPECS = STRATEGIES + ["chain:k=6,stop=entropy,threshold=1.0", "chain:k=6,stop=dymax,threshold=0.3",
                              "entropy:d=4,k_max=3", "eagle2:K=3,d_max=4,N=12", "dyspec:m=12,K=3,d_max=4",
                              "dyspec_threshold:t=0.05,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4",
+                             "naive_width:k=3,d=4", "pct:ratio=0.05,k=3,d_max=4,leaf_min=0",
                              "sequences:k=3,d=4", "sequoia:n=10,p=0.5/0.15/0.05",
                              "c2t:beta=0.2,K=3,d_max=4,topk=12,classifier=smollm2-edd",
                              "sglang:steps=4,topk=3,tokens=10", "trtllm:layers=4,topk=3,tokens=8,non_leaves=2",
@@ -88,9 +89,10 @@ def test_replay_equals_live_greedy_decoding_for_every_policy(smollm2_pair, tmp_p
 
 
 def test_replay_equals_live_greedy_decoding_for_cape(smollm2_pair, tmp_path):
-    """CAPE offers up to 7 children per node: its own logbook holds the full 7-ary tree to depth 3."""
-    assert_replay_equals_live(smollm2_pair, LogConfig(max_new_tokens=16, K=7, d_max=3, beam=49, b_env=7, d_env=3),
-                              ["cape:d=3"], tmp_path)
+    """CAPE offers up to 7 children per node and expands each layer's top-1 (the rank-0 chain, which every logbook
+    expands): a logbook of 7 children per node at the paper's depth 5."""
+    assert_replay_equals_live(smollm2_pair, LogConfig(max_new_tokens=16, K=7, d_max=5, beam=1, b_env=1, d_env=1),
+                              ["cape:d=5"], tmp_path)
 
 
 def test_logbook_labels_follow_the_greedy_continuation(smollm2_pair, tmp_path):

@@ -108,7 +108,7 @@ def test_train_c2t_saves_a_classifier_the_c2t_spec_loads(logbook, tmp_path, monk
     path, history = sweeps.train_c2t(logbook, "tiny", ClassifierTraining(epochs=2))
     assert path == tmp_path / "data" / "c2t" / "tiny.safetensors" and path.exists() and len(history) == 2
     policies = sweeps.c2t_sweep([0.2, 0.9], topks=(0, 2), K=4, d_max=3, classifier="tiny")
-    assert len(policies) == 4 and policies[0].spec == "c2t:beta=0.2,K=4,d_max=3,classifier=tiny"
+    assert len(policies) == 4 and policies[0].spec == "c2t:beta=0.2,K=4,d_max=3,topk=0,classifier=tiny"
     table = sweeps.sweep(logbook, policies)
     assert table.replayable.all() and (table.tau >= 1).all()
 
@@ -119,7 +119,9 @@ def test_standard_sweeps_round_trip_through_their_specs(logbook, tmp_path, monke
     groups = sweeps.standard_sweeps(K=10, d_max=8, depth=6, classifier="tiny", acceptance=acceptance_vector(logbook, 4))
     assert set(groups) == {"c2t_fig4", "chain_table3", "edd_table2", "widths", "budgets", "gunjur"}
     assert len(sweeps.c2t_sweep([0.3, 0.5], topks=(0, 15, 20, 25, 30), classifier="tiny")) == 10
-    assert [p.spec for p in sweeps.budget_sweep([16, 15], K=8, d_max=8)[1::2]] == ["sequences:d=4", "sequences:k=3"]
+    budget = [p.spec for p in sweeps.budget_sweep([16, 15], K=8, d_max=8)]
+    assert [s for s in budget if s.startswith("sequences")] == ["sequences:d=4", "sequences:k=3"]
+    assert "dyspec_threshold:t=0.0625,d_max=8" in budget  # DySpec's threshold tree at t = 1/m beside each budget
     for policy in (p for group in groups.values() for p in group):  # every policy prints the spec that rebuilds it
         assert parse_strategy(policy.spec) == policy, policy.spec
 

@@ -5,15 +5,17 @@ the context tuple (seeded hash -> random logits). D is deliberately unlike T and
 one token per context; at the first position that is the target's second most likely token (about a quarter
 of the mass), which only a bonus drawn from the residual can commit.
 
-One decoding step from a context is the real pipeline: `core.policy.grow` with a k-ary policy whose offer calls the
-real `child_candidates` (K children per node sampled without replacement from the warped draft
-distribution by `sample_without_replacement`), the tree's draft distributions (`dists`, `dist_row`) as
-`draft_tree` fills them, the target's warped distributions at
-every node (`Sampling.probs`), then the real `verify_multibranch`. Steps repeat until two tokens are
-committed; the first two committed tokens must follow the exact target joint T(x1 | c0) T(x2 | c0 + x1).
+One decoding step from a context is the real pipeline: `core.policy.grow` with the policy under test, whose offer
+calls the real `child_candidates` as live drafting does (`offer_sampling`: K children per node sampled without
+replacement from the warped draft distribution for a sampling-safe policy, the draft's top-K for any other), the
+policy's finalize (pruning included), the tree's draft distributions (`dists`, `dist_row`) as `draft_tree` fills
+them, the target's warped distributions at every node (`Sampling.probs`), then the real `verify_multibranch`
+(draws by DySpec Alg. 3, top-K children as fixed proposals). Steps repeat until two tokens are committed; the first
+two committed tokens must follow the exact target joint T(x1 | c0) T(x2 | c0 + x1). Every registered policy is run
+so; controls (a sampled leaf pruned for its value, a child kept for its rank, lossy verifiers) must fail.
 
-Speed: 80k samples of Python-level tree code per k-ary configuration, 40k per other shape (four and two times
-the 20k with which the controls below catch a lossy verifier at p < 1e-6). Trees are drafted as a *forest* (one
+Speed: 80k samples of Python-level tree code per k-ary configuration, 20k per registered policy and per control
+(the controls fail at p < 1e-6 with 20k). Trees are drafted as a *forest* (one
 root per sample, every layer of every tree in one `child_candidates` call, still through the real `grow`), split
 into one `DraftTree` per sample, and each tree goes through `verify_multibranch` on its own.
 The toy distributions are tabulated once per context (lru_cache; there are only ~1.5k contexts).
@@ -31,13 +33,13 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from spectree.core.drafting import child_candidates
+from spectree.core.drafting import child_candidates, offer_sampling
 from spectree.core.policy import NodeTable, Policy, Rows, grow
 from spectree.core.sampling import Sampling
 from spectree.core.tree import NODE_FIELDS, DraftTree
 from spectree.core.verify import Verdict, verify_multibranch
-from spectree.strategies import CAPE, DySpec, Eagle2, EntropyBranching, Kary, Sequences
-from spectree.strategies.static import static_shape, tree_shape
+from spectree.strategies import PCT, EntropyBranching, Kary, Sequences, parse_strategy
+from spectree.strategies.c2t import C2T, C2TClassifier
 
 pytestmark = pytest.mark.slow
 
@@ -45,6 +47,7 @@ V = 6
 CTX0 = (0,)  # the committed context before sampling; its last token is the first tree's root
 N_SAMPLES = 80_000  # per k-ary configuration (half per other shape)
 N_CONTROL = 20_000  # the broken verifier is caught with a quarter of the samples
+N_POLICY = 20_000  # per registered policy (its controls fail at this size with p < 1e-6)
 CHUNK = 20_000  # samples drafted as one forest
 P_MIN = 0.01  # a correct verifier must pass the chi-square test at this level
 P_CONTROL = 1e-6  # a broken one must fail it at this level
@@ -116,7 +119,8 @@ class Forest:
     """Independent draft trees grown together, re-indexed so that tree j is rows starts[j]:ends[j]."""
 
     columns: dict[str, torch.Tensor]  # NODE_FIELDS, parents local to each tree
-    dists: torch.Tensor  # [n, V] warped draft distribution at each node (zero rows at leaves)
+    dists: Optional[torch.Tensor]  # [n, V] warped draft distribution at each node (zero rows at leaves); None:
+    # the draft offered its top-K (every child a fixed proposal, as `DraftTree.fixed_proposals` reads it)
     target: torch.Tensor  # [n, V] warped target distribution at each node
     starts: list[int]
     ends: list[int]
@@ -124,15 +128,18 @@ class Forest:
 
     def tree(self, j: int) -> DraftTree:
         s, e = self.starts[j], self.ends[j]
+        drawn = self.dists is not None
         return DraftTree(**{f: col[s:e] for f, col in self.columns.items()}, prefix_len=self.prefix_len,
-                         dists=self.dists[s:e], dist_row=torch.arange(e - s))
+                         dists=self.dists[s:e] if drawn else None, dist_row=torch.arange(e - s) if drawn else None)
 
 
 def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy: Policy, sampling: Sampling,
-                 generator: Optional[torch.Generator], static: bool = True) -> Forest:
+                 generator: Optional[torch.Generator], offers: Optional[Sampling] = None) -> Forest:
     """One draft tree per root context, grown by the real `grow` / `child_candidates` over a table of many trees
-    (one root per sample). Node i's context is its root's context plus the tokens on its path. `static`: the
-    policy's finalize keeps every grown node (what stochastic verification needs)."""
+    (one root per sample) and kept as the policy finalizes them (pruning included), the draft offering children as
+    live drafting does (`offer_sampling`: drawn without replacement for a sampling-safe policy, its top-K for any
+    other; `offers` overrides it, for a control). Node i's context is its root's context plus its path's tokens."""
+    offers = offer_sampling(policy, sampling) if offers is None else offers
     n_roots = len(root_codes)
     root = DraftTree.root(0, prefix_len)
     table = NodeTable({f: col.repeat(n_roots).numpy() for f, col in root.columns().items()}, np.arange(n_roots), n_roots)
@@ -147,7 +154,7 @@ def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy
         nonlocal codes
         nodes = torch.from_numpy(frontier.idx)
         logits = world.draft_logits[codes[nodes]]  # [f, V]
-        cand, warped = child_candidates(frontier, logits, policy.width(frontier), sampling, generator)
+        cand, warped = child_candidates(frontier, logits, policy.width(frontier), offers, generator)
         if warped is not None:
             dists.append((nodes, warped))
         parents, tokens = torch.from_numpy(cand["parents"]), torch.from_numpy(cand["tokens"])
@@ -155,7 +162,6 @@ def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy
         return table.append(cand)
 
     growth = grow(table, policy, offer)
-    assert not static or (growth.kept == growth.grown).all()  # draft_tree's final subtree keeps everything grown
     all_dists = torch.zeros(len(table), V)
     for frontier, warped in dists:
         all_dists[frontier] = warped
@@ -173,8 +179,8 @@ def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy
     parents = forest.parents[order]
     columns["parents"] = torch.where(parents >= 0, local[parents.clamp(min=0)], parents)
     target = sampling.probs(world.target_logits[codes[order]])
-    out = Forest(columns, all_dists[order], target, starts.tolist(), ends.tolist(), prefix_len)
-    if not sampling.greedy:  # the draft distributions are recorded only when children are sampled
+    out = Forest(columns, all_dists[order] if dists else None, target, starts.tolist(), ends.tolist(), prefix_len)
+    if dists:  # the draft distributions are recorded only when children are drawn
         check_forest(out, forest, all_dists, policy)
     return out
 
@@ -205,7 +211,7 @@ def check_forest(out: Forest, forest: DraftTree, dists: torch.Tensor, policy: Po
 @dataclass
 class Run:
     pairs: np.ndarray  # [N, 2] the first two committed tokens
-    first_kids: np.ndarray  # [N, 2] the first two children of the first tree's root, in index order
+    first_kids: np.ndarray  # [N, 2] the first two children of the first tree's root, in index order (−1: none)
     second_steps: int  # samples whose first step committed a single token
     accepted: float  # mean accepted draft tokens in the first step
     seconds: float
@@ -227,8 +233,9 @@ def sample_pairs(policy: Policy, sampling: Sampling, n: int, seed: int,
             committed.append(verdict.new_tokens(tree))
             accepted += len(verdict.accepted)
         root_kids = torch.tensor(forest.starts)[:, None] + torch.tensor([1, 2])  # children of a root come first
-        assert bool((forest.columns["parents"][root_kids] == 0).all())
-        first_kids.append(forest.columns["tokens"][root_kids].numpy())
+        root_kids = root_kids.clamp(max=len(forest.columns["tokens"]) - 1)
+        is_kid = (forest.columns["parents"][root_kids] == 0) & (root_kids < torch.tensor(forest.ends)[:, None])
+        first_kids.append(torch.where(is_kid, forest.columns["tokens"][root_kids], -1).numpy())  # −1: no such child
         short = [j for j, toks in enumerate(committed) if len(toks) < 2]
         if short:  # a second step from c0 + x1
             x1 = torch.tensor([committed[j][0] for j in short])
@@ -314,33 +321,89 @@ def test_multibranch_verification_preserves_target_distribution(b: int, d: int, 
     assert kid_p > P_MIN, f"children are not sampled without replacement in order: p={kid_p:.2e}"
 
 
-def greedy_shape(policy: Policy) -> Policy:
-    """The static policy for the tree `policy` grows on the toy world from CTX0 under greedy drafting
-    (after its finalize): the irregular shapes DySpec and EAGLE-2 produce, fixed before any sampling.
-    (Drafting them stochastically would let sampled values decide the shape, which biases the verifier.)"""
-    world = World.build(len(CTX0) + 1 + policy.d_max)
-    forest = draft_forest(world, torch.zeros(1, dtype=torch.long), len(CTX0), policy, Sampling(), None, static=False)
-    return static_shape(tree_shape(forest.tree(0)))
+def c2t_of_p_and_d() -> C2T:
+    """C2T with a made-up classifier F(P, d) that passes likely, shallow nodes (C > 0.5 where 20·P − d > 2)."""
+    model = C2TClassifier(features=("P", "d"), hidden=1)
+    with torch.no_grad():
+        first, _, last = model.net
+        first.weight.copy_(torch.tensor([[20.0, -1.0]])), first.bias.fill_(0.0)
+        last.weight.fill_(4.0), last.bias.fill_(-8.0)
+    return C2T(beta=0.5, K=3, d_max=3, topk=2, model=model.eval())
 
 
-SHAPES = [
-    pytest.param(lambda: DySpec(m=8, K=3, d_max=4), Sampling(temperature=1.0), 2468, id="dyspec-m8"),
-    pytest.param(lambda: Eagle2(K=3, d_max=3, N=6), Sampling(temperature=0.8, top_p=0.95), 1357, id="eagle2-K3-N6"),
-]
+# one small setting of every registered policy, run at T > 0 as it drafts and finalizes (pruning included): the
+# sampling-safe ones on draws without replacement (DySpec Alg. 3), the others on the draft's top-K as fixed proposals
+EVERY_POLICY = {
+    "chain": lambda: parse_strategy("chain:k=3,stop=entropy,threshold=1.0"),
+    "chain (DyMax)": lambda: parse_strategy("chain:k=3,stop=dymax,threshold=0.4"),
+    "chain (DyJoint)": lambda: parse_strategy("chain:k=3,stop=dyjoint,threshold=0.2"),
+    "vct": lambda: parse_strategy("vct:w=2,d=2"),
+    "sequences": lambda: parse_strategy("sequences:k=3,d=2"),
+    "sequoia": lambda: parse_strategy("sequoia:n=5,p=0.6/0.2/0.1"),
+    "entropy": lambda: EntropyBranching(d=2, k_max=3, branching=lambda h: 2 if h < 1.0 else 3),
+    "naive_width": lambda: parse_strategy("naive_width:k=3,d=2"),
+    "eagle2": lambda: parse_strategy("eagle2:K=3,d_max=3,N=6"),
+    "dyspec": lambda: parse_strategy("dyspec:m=6,K=3,d_max=3"),
+    "dyspec_threshold": lambda: parse_strategy("dyspec_threshold:t=0.1,K=3,d_max=3"),
+    "pct": lambda: parse_strategy("pct:ratio=0.0,k=3,d_max=2,leaf_min=0.1"),
+    "pct (no leaf removal)": lambda: parse_strategy("pct:ratio=0.2,k=3,d_max=2,leaf_min=0"),
+    "cape": lambda: parse_strategy("cape:d=2"),
+    "c2t": c2t_of_p_and_d,
+    "sglang": lambda: parse_strategy("sglang:steps=2,topk=3,tokens=5"),
+    "trtllm": lambda: parse_strategy("trtllm:layers=2,topk=3,tokens=5"),
+    "choices": lambda: parse_strategy("choices:paths=0/1/0.0/0.1/1.0"),
+}
 
 
-@pytest.mark.parametrize("make,sampling,seed", SHAPES)
-def test_multibranch_verification_on_dyspec_and_eagle2_shapes(make, sampling: Sampling, seed: int) -> None:
-    policy = greedy_shape(make())
-    kids_of_root = sum(len(q) == 1 for q in policy.shape)
-    assert kids_of_root >= 2 and len({len(q) for q in policy.shape}) >= 2  # irregular: several depths
-    run = sample_pairs(policy, sampling, N_SAMPLES // 2, seed)
-    world = World.build(len(CTX0) + 1 + policy.d_max)
-    stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(world, sampling))
-    print(f"\n[shape of {make().name}: {sorted(policy.shape)}] N={len(run.pairs)} chi2={stat:.2f} cells={cells} "
-          f"p={p:.4f} | mean accepted={run.accepted:.3f} second steps={run.second_steps} | {run.seconds:.1f}s")
+def test_the_chi_square_harness_covers_every_registered_policy():
+    from spectree.strategies import REGISTRY
+
+    names = {make().name for make in EVERY_POLICY.values()} | {"kary"}  # k-ary: the configurations above
+    assert names | {"ar"} == set(REGISTRY)
+    assert {make().sampling_safe for make in EVERY_POLICY.values()} == {True, False}  # both verification paths
+
+
+@pytest.mark.parametrize("label", list(EVERY_POLICY))
+def test_every_policy_keeps_the_target_distribution_as_it_finalizes(label: str) -> None:
+    """Each policy drafts, prunes and is verified as it runs live (`offer_sampling`): its committed pairs follow the
+    target's joint at T = 1, whatever its finalize removed."""
+    policy, sampling = EVERY_POLICY[label](), Sampling(temperature=1.0)
+    run = sample_pairs(policy, sampling, N_POLICY, seed=zlib.crc32(label.encode()) % 10_000)
+    stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(World.build(len(CTX0) + 1 + policy.d_max),
+                                                                      sampling))
+    how = "draws, Alg. 3" if policy.sampling_safe else "top-K, fixed proposals"
+    print(f"\n[{policy.spec} ({how})] N={len(run.pairs)} chi2={stat:.2f} cells={cells} p={p:.4f} | "
+          f"mean accepted={run.accepted:.3f} | {run.seconds:.1f}s")
     assert run.second_steps > 0.01 * len(run.pairs)
     assert p > P_MIN, f"committed pairs do not follow the target: chi2={stat:.1f}, p={p:.2e}"
+
+
+def test_dyspec_keeps_the_target_distribution_when_draws_are_warped_and_slot_values_are_not() -> None:
+    """At T = 0.6 with top-p the children are drawn from the warped draft distribution while DySpec's slot values
+    read the raw one (docs/fidelity.md): still value-blind, so still lossless."""
+    policy, sampling = parse_strategy("dyspec:m=6,K=3,d_max=3"), Sampling(temperature=0.6, top_p=0.9)
+    run = sample_pairs(policy, sampling, N_POLICY, seed=6060)
+    stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(World.build(len(CTX0) + 1 + policy.d_max),
+                                                                      sampling))
+    print(f"\n[{policy.spec} T=0.6 top_p=0.9] N={len(run.pairs)} chi2={stat:.2f} cells={cells} p={p:.4f}")
+    assert p > P_MIN, f"committed pairs do not follow the target: chi2={stat:.1f}, p={p:.2e}"
+
+
+@dataclass
+class LeafByValueMarkedSafe(PCT):
+    """Deliberately wrong: PCT's leaf removal (a leaf dropped for its own joint probability) on sampled children,
+    verified as draws without replacement — what PCT marked `sampling_safe` once did."""
+
+    sampling_safe = True
+
+
+def test_chi_square_harness_catches_a_sampled_leaf_pruned_for_its_value() -> None:
+    sampling = Sampling(temperature=1.0)
+    policy = LeafByValueMarkedSafe(ratio=0.0, k=3, d_max=2, leaf_min=0.1)
+    run = sample_pairs(policy, sampling, N_CONTROL, seed=2024)
+    stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(World.build(len(CTX0) + 3), sampling))
+    print(f"\n[control: PCT leaf removal on draws] N={len(run.pairs)} chi2={stat:.1f} cells={cells} p={p:.3e}")
+    assert p < P_CONTROL
 
 
 @dataclass
@@ -355,28 +418,6 @@ class SequencesByRank(Sequences):
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
         return (cand.depth == 1) | (cand.rank == 0)
-
-
-SIBLING_POLICIES = [
-    pytest.param(lambda: Sequences(k=3, d=2), 2222, id="sequences-k3-d2"),
-    pytest.param(lambda: EntropyBranching(d=2, k_max=3, branching=lambda h: 2 if h < 1.0 else 3), 3333,
-                 id="entropy-B(H)-d2"),
-    pytest.param(lambda: CAPE(d=2), 4444, id="cape-d2"),
-]
-
-
-@pytest.mark.parametrize("make,seed", SIBLING_POLICIES)
-def test_multibranch_verification_on_policies_that_keep_the_first_offers(make, seed: int) -> None:
-    """Sequences, B(H) and CAPE keep a parent's first few offers: under sampling the first draws, which are a
-    sample without replacement themselves (a value-blind rule), so the target distribution must survive."""
-    policy, sampling = make(), Sampling(temperature=1.0)
-    run = sample_pairs(policy, sampling, N_SAMPLES // 2, seed)
-    stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(World.build(len(CTX0) + 1 + policy.d_max),
-                                                                      sampling))
-    print(f"\n[{policy.spec}] N={len(run.pairs)} chi2={stat:.2f} cells={cells} p={p:.4f} | "
-          f"mean accepted={run.accepted:.3f} | {run.seconds:.1f}s")
-    assert run.second_steps > 0.01 * len(run.pairs)
-    assert p > P_MIN, f"committed pairs do not follow the target: chi2={stat:.1f}, p={p:.2e}"
 
 
 def test_chi_square_harness_catches_a_sample_kept_for_its_rank() -> None:

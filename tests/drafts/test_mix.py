@@ -70,8 +70,9 @@ def test_weight_zero_logs_exactly_the_real_drafts_trees(real):
     cfg = LogConfig(max_new_tokens=8, K=3, d_max=3, beam=3, b_env=2, d_env=2)
     mixed = MixDrafter(as_drafter(draft), target, 0.0)
     pd.testing.assert_frame_equal(logged(target, draft, tok, cfg), logged(target, mixed, tok, cfg))
-    half = logged(target, MixDrafter(as_drafter(draft), target, 0.5), tok, cfg)
-    assert not np.allclose(half.draft_prob.to_numpy(), logged(target, draft, tok, cfg).draft_prob.to_numpy())
+    half = logged(target, MixDrafter(as_drafter(draft), target, 0.5), tok, cfg).draft_prob.to_numpy()
+    own = logged(target, draft, tok, cfg).draft_prob.to_numpy()
+    assert len(half) != len(own) or not np.allclose(half, own)  # another draft: other values (and tree shapes)
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.4, 1.0])

@@ -37,15 +37,19 @@ def test_entropy_policy_keeps_b_of_h_children():
     assert keep.tolist() == [True] * 6 + [False]
 
 
-@pytest.mark.parametrize("conf, width", [(0.2, 7), (0.3, 7), (0.5, 5), (0.7, 3), (0.95, 1)])
+@pytest.mark.parametrize("conf, width", [(0.2, 7), (0.3, 7), (0.31, 5), (0.5, 5), (0.6, 5), (0.61, 3), (0.7, 3),
+                                         (0.8, 3), (0.81, 1), (0.95, 1)])  # EDD: (0, .3], (.3, .6], (.6, .8], (.8, 1]
 def test_cape_width_follows_parent_confidence(conf, width):
     keep = select_on(parse_strategy("cape"), candidates(1.0, [0.1] * 7, conf))
     assert int(keep.sum()) == width
 
 
-def test_eagle2_keeps_top_k_per_layer_and_reranks_to_n():
+def test_eagle2_drafts_every_offer_expands_top_k_per_layer_and_reranks_to_n():
     policy = parse_strategy("eagle2:K=2,d_max=3,N=2")
-    assert select_on(policy, candidates(1.0, [0.5, 0.1, 0.3])).tolist() == [True, False, True]
+    assert select_on(policy, candidates(1.0, [0.5, 0.1, 0.3])).tolist() == [True, True, True]
+    layer = DraftTree.root(0, 5)
+    new = layer.add(candidates(1.0, [0.5, 0.1, 0.3]))
+    assert expand_on(policy, layer, new).tolist() == [True, False, True]
     tree = DraftTree.root(0, 5)
     tree.add(candidates(1.0, [0.5, 0.3]))
     deep = candidates(1.0, [0.4])
@@ -122,11 +126,15 @@ def test_replay_equals_live_for_every_policy(tiny_target, weak_draft):
         replay([logged], parse_strategy("kary:b=8,d=2"))
 
 
-@pytest.mark.parametrize("spec, kept", [("chain:stop=entropy,threshold=1.0", False), ("chain:stop=dymax,threshold=0.3", True),
-                                        ("chain:stop=dyjoint,threshold=0.6", False), ("chain", True)])
-def test_chain_early_stopping_rules(spec, kept):
+@pytest.mark.parametrize("spec, kept, expanded", [("chain:stop=entropy,threshold=1.0", True, False),
+                                                  ("chain:stop=dymax,threshold=0.3", True, True),
+                                                  ("chain:stop=dyjoint,threshold=0.6", False, True),
+                                                  ("chain", True, True)])
+def test_chain_early_stopping_rules(spec, kept, expanded):
     cand = candidates(1.3, [0.5], confidence=0.5)  # parent entropy 1.3, max prob 0.5, joint 0.5
     assert select_on(parse_strategy(spec), cand).tolist() == [kept]
+    tree = DraftTree.root(0, 5)
+    assert expand_on(parse_strategy(spec), tree, tree.add(cand)).tolist() == [expanded]  # the cutoff's last token
 
 
 def test_sequences_branch_only_at_the_root():
@@ -219,10 +227,10 @@ def test_classifier_learns_acceptance_and_c2t_prunes_by_beta_and_topk(tiny_targe
     conf = model.confidence(logged.tree(0))
     assert conf.shape == (len(logged.tree(0)),) and bool(((conf >= 0) & (conf <= 1)).all())
     cand = candidates(1.0, [0.5, 0.3, 0.1, 0.05])
-    strict = select_on(C2T(K=4, d_max=3, model=model, beta=0.999999), cand)
+    strict = select_on(C2T(K=4, d_max=3, topk=0, model=model, beta=0.999999), cand)
     loose = select_on(C2T(K=4, d_max=3, model=model, beta=0.0, topk=2), cand)
     assert int(strict.sum()) <= int(loose.sum()) == 2
-    c2t = C2T(K=3, d_max=4, model=model, beta=0.2)
+    c2t = C2T(K=3, d_max=4, topk=0, model=model, beta=0.2)
     ids = FixedPrompt().apply_chat_template([])
     live = speculative_generate(tiny_target, weak_draft, ids, c2t, 20)
     with torch.inference_mode():

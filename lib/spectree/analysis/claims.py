@@ -342,7 +342,7 @@ def budget_claims(table: pd.DataFrame) -> list[dict[str, Any]]:
     rows = scored(table, "budgets")
     pairs = []  # (m, DySpec row, best static row)
     for _, dy in rows[rows.name == "dyspec"].iterrows():
-        static = rows[(rows.name != "dyspec") & (rows.gamma == dy.params["m"])]
+        static = rows[rows.name.isin(["sequences", "sequoia"]) & (rows.gamma == dy.params["m"])]
         if len(static):
             pairs.append((dy.params["m"], dy, static.loc[static.tau.idxmax()]))
     parts = [compare(dy, st, "tau", 0.0, "τ(DySpec) − τ(best static)", strict=False) for _, dy, st in pairs]

@@ -19,8 +19,8 @@ from spectree.core.policy import Policy, spec_fields
 from spectree.replay.forest import Forest
 from spectree.replay.logbook import LoggedPrompt
 from spectree.replay.replay import as_forest, replay, summarize
-from spectree.strategies import (C2T, CAPE, PCT, VCT, Chain, DySpec, Eagle2, EntropyBranching, Kary, NaiveWidth,
-                                 Sequences, Sequoia)
+from spectree.strategies import (C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching,
+                                 Kary, NaiveWidth, Sequences, Sequoia)
 from spectree.strategies.c2t import ClassifierTraining, fit_and_save
 
 Logbook = list[LoggedPrompt]
@@ -109,9 +109,9 @@ def eagle2_sweep(Ns: Sequence[int], K: int = 10, d_max: int = 6) -> list[Policy]
     return [Eagle2(K=K, d_max=d_max, N=n) for n in Ns]
 
 
-def c2t_sweep(betas: Sequence[float], topks: Sequence[int] = (0, 15, 20, 25, 30), K: int = 10, d_max: int = 6,
+def c2t_sweep(betas: Sequence[float], topks: Sequence[int] = (0, 4, 6, 8), K: int = 10, d_max: int = 6,
               classifier: str = "smollm2-edd") -> list[Policy]:
-    """C2T β sweep without (topk 0) and with second pruning (C2T Fig. 4, Table 5)."""
+    """C2T β sweep without (topk 0) and with second pruning, topk nodes per layer (C2T Fig. 4, Table 5)."""
     return [C2T(beta=b, K=K, d_max=d_max, topk=t, classifier=classifier) for t in topks for b in betas]
 
 
@@ -125,10 +125,12 @@ def chain_sweep(d_max: int = 10, lengths: Sequence[int] = range(5, 10), classifi
     return out + ([C2T(beta=beta, K=1, d_max=d_max, classifier=classifier)] if classifier else [])
 
 
-def edd_table2_sweep(K: int = 10, d_max: int = 6, N: int = 60, pct_ratio: float = 0.1, pct_depth: int = 10
+def edd_table2_sweep(K: int = 10, d_max: int = 6, N: int = 50, pct_ratio: float = 0.1, pct_depth: int = 10
                      ) -> list[Policy]:
-    """EDD Table 2: VCT (width 3, depth 5), CAPE (depth 5), EAGLE-2, PCT (width 5, depth 10)."""
-    return [VCT(w=3, d=5), CAPE(d=5), Eagle2(K=K, d_max=d_max, N=N), PCT(ratio=pct_ratio, k=min(5, K), d_max=pct_depth)]
+    """EDD Table 2 as EDD ran it: VCT (width 3, depth 5), CAPE (depth 5), EAGLE-2 (10 per expansion, depth 6, 50
+    draft tokens), PCT (width 5, depth 10); K and d_max only cap them to the logbook."""
+    return [VCT(w=3, d=5), CAPE(d=5), Eagle2(K=min(10, K), d_max=min(6, d_max), N=N),
+            PCT(ratio=pct_ratio, k=min(5, K), d_max=pct_depth)]
 
 
 def width_sweep(widths: Sequence[int], d: int = 3, pct_ratio: float = 0.1, pct_depth: int = 10) -> list[Policy]:
@@ -138,11 +140,12 @@ def width_sweep(widths: Sequence[int], d: int = 3, pct_ratio: float = 0.1, pct_d
 
 def budget_sweep(budgets: Sequence[int], K: int = 8, d_max: int = 11,
                  acceptance: Optional[Sequence[float]] = None) -> list[Policy]:
-    """DySpec budget m against static trees of m draft tokens: SpecInfer-style sequences (k·d = m) and,
-    given an acceptance vector (`strategies.sequoia.acceptance_vector`), Sequoia's tree."""
+    """DySpec budget m (and its threshold tree at t = 1/m, DySpec §4.4) against static trees of m draft tokens:
+    SpecInfer-style sequences (k·d = m) and, given an acceptance vector (`strategies.sequoia.acceptance_vector`),
+    Sequoia's tree."""
     out: list[Policy] = []
     for m in budgets:
-        out.append(DySpec(m=m, K=K, d_max=d_max))
+        out += [DySpec(m=m, K=K, d_max=d_max), DySpecThreshold(t=round(1 / m, 4), K=K, d_max=d_max)]  # t ≈ 1/n
         ds = [d for d in range(1, min(d_max, m // 2) + 1) if m % d == 0 and m // d <= K]  # k = m / d ≥ 2
         d = min([d for d in ds if d * d >= m] or ds[-1:] or [0])  # the squarest shape, deeper than wide
         out += [Sequences(k=m // d, d=d)] if d else []
@@ -151,13 +154,15 @@ def budget_sweep(budgets: Sequence[int], K: int = 8, d_max: int = 11,
 
 
 def gunjur_sweep(d: int = 4, deep: int = 8, cutoff: float = 2.5) -> list[Policy]:
-    """Gunjur et al.: static b = 2, d = 4; simple cutoff (H > 1); dyn width + depth; dyn width only; naive width."""
+    """Gunjur et al.: static b = 2, d = 4; simple cutoff (H > 1) and naive width on the same chain (at most `deep`
+    tokens: the paper states no limit); dyn width + depth (B = 0 above `cutoff`: ours, the paper gives no function);
+    dyn width only (depth 4)."""
     return [Kary(b=2, d=4), Chain(k=deep, stop="entropy", threshold=1.0), EntropyBranching(d=deep, cutoff=cutoff),
-            EntropyBranching(d=d), NaiveWidth(k=4, d=d)]
+            EntropyBranching(d=d), NaiveWidth(k=4, d=deep)]
 
 
 def standard_sweeps(K: int = 10, d_max: int = 11, depth: int = 6, Ns: Sequence[int] = (10, 20, 40, 60, 80),
-                    betas: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8), topks: Sequence[int] = (0, 15, 20, 25, 30),
+                    betas: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8), topks: Sequence[int] = (0, 4, 6, 8),
                     budgets: Sequence[int] = (8, 16, 32, 64), widths: Sequence[int] = (1, 2, 3, 4, 5),
                     pct_ratio: float = 0.1, classifier: Optional[str] = None,
                     acceptance: Optional[Sequence[float]] = None) -> dict[str, list[Policy]]:

@@ -161,11 +161,22 @@ def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sam
     return cols, warped
 
 
+def offer_sampling(policy: Policy, sampling: Sampling) -> Sampling:
+    """How the draft offers a policy its children under `sampling`: drawn without replacement from the warped
+    draft distribution when the policy is `sampling_safe` (multi-branch verification, DySpec Alg. 3, then keeps
+    the target distribution), else — or when its paper proposes the top tokens (`proposes_top`) — the draft's
+    top-K: greedy offers, each verified at T > 0 as a fixed proposal (accepted with the target's residual
+    probability, else removed from it: lossless for any tree, as EAGLE's and SGLang's sampling verification). The
+    one place this is decided: live drafting and the χ² tests call it."""
+    return sampling if policy.sampling_safe and not policy.proposes_top else Sampling()
+
+
 def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,
                sampling: Sampling, generator: Optional[torch.Generator] = None) -> DraftTree:
     """Grow one draft tree under `policy` with the draft model (root = last committed token, root_logits: [V]):
     `core.policy.grow` over a table of one tree, where every child the draft offers becomes a row and the
-    policy's kept rows form the tree."""
+    policy's kept rows form the tree. The draft offers as `offer_sampling` says."""
+    sampling = offer_sampling(policy, sampling)
     table = NodeTable(root_columns(root_token, computed_columns(policy.features, sampling.greedy)),
                       np.zeros(1, dtype=np.int64), 1)
     expanded: list[tuple[np.ndarray, torch.Tensor]] = []  # (frontier [f], warped draft dists [f, V]) per layer

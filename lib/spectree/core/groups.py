@@ -93,4 +93,16 @@ def sibling_order(parents: np.ndarray) -> np.ndarray:
     return idx - idx[change][np.cumsum(change) - 1]
 
 
-__all__ = ["rank_in_group", "smallest_in_runs", "top_in_groups", "kth_largest", "sibling_order"]
+def mass_before(parents: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """float64 [n]: the sum of `p` over each row's earlier siblings (rows with the same parent before it; offers
+    list siblings contiguously), 0 for a first child — the draft mass a sibling's slot no longer holds."""
+    p = np.asarray(p, dtype=np.float64)
+    total = np.cumsum(p) - p  # [n] exclusive running sum over all rows
+    idx = np.arange(len(parents))
+    change = np.ones(len(parents), dtype=bool)
+    change[1:] = parents[1:] != parents[:-1]
+    first = idx[change][np.cumsum(change) - 1]  # [n] the row of each row's first sibling
+    return total - total[first]
+
+
+__all__ = ["rank_in_group", "smallest_in_runs", "top_in_groups", "kth_largest", "sibling_order", "mass_before"]

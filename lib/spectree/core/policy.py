@@ -19,7 +19,7 @@ from typing import Any, Callable, ClassVar, Optional, Union
 import numpy as np
 
 from spectree.core.errors import SpectreeError
-from spectree.core.groups import sibling_order, top_in_groups
+from spectree.core.groups import mass_before, sibling_order, top_in_groups
 from spectree.core.tree import LONG_FIELDS, NODE_FIELDS
 
 # node features that cost passes over the vocabulary, and the NODE_FIELDS columns each gives: "draft_prob" is the
@@ -96,7 +96,8 @@ class Rows:
     Attributes by name give their feature columns (numpy [n]): tokens, parents (table rows), depth, draft_prob,
     joint (P), entropy (H, nats), entropy_topm, rank, confidence; `tree` [n] is each row's tree id and
     `n_trees` how many trees there are. A policy that needs memory along paths keeps an integer per node with
-    `set_state(name, values)` and reads it back with `state(name)` / `parent_state(name)` (0 at a root)."""
+    `set_state(name, values)` (integers or floats) and reads it back with `state(name)` / `parent_state(name)` (0
+    at a root)."""
 
     def __init__(self, growth: "Growth", idx: Optional[np.ndarray] = None, mask: Optional[np.ndarray] = None):
         self.growth, self._idx, self._mask = growth, idx, mask  # rows by index, or by a mask resolved when read
@@ -153,14 +154,26 @@ class Rows:
         """long [n]: offer order among siblings (the rank under greedy drafting, the draw order when sampling)."""
         return sibling_order(self.parents)
 
-    def state(self, name: str) -> np.ndarray:
-        return self.growth.state(name)[self.idx]
+    def parent(self, name: str) -> np.ndarray:
+        """Column `name` at each row's parent."""
+        return self.growth.table.column(name, self.parents)
 
-    def parent_state(self, name: str) -> np.ndarray:
-        return self.growth.state(name)[self.parents]
+    def slot_value(self) -> np.ndarray:
+        """float64 [n], on a layer's offered rows (every sibling, in offer order): the estimated acceptance of the
+        slot each child was drawn into (DySpec Alg. 1): its parent's joint P times the draft mass its earlier
+        siblings left, P(parent)·(1 − Σ p of the earlier siblings). Known before the child's token is: a first
+        child is worth P(parent), the next one what the earlier draws did not take."""
+        left = np.clip(1.0 - mass_before(self.parents, self.draft_prob), 0.0, None)
+        return self.parent("joint").astype(np.float64) * left
+
+    def state(self, name: str, dtype=np.int64) -> np.ndarray:
+        return self.growth.state(name, dtype)[self.idx]
+
+    def parent_state(self, name: str, dtype=np.int64) -> np.ndarray:
+        return self.growth.state(name, dtype)[self.parents]
 
     def set_state(self, name: str, values: np.ndarray) -> None:
-        self.growth.state(name)[self.idx] = values
+        self.growth.state(name, np.asarray(values).dtype)[self.idx] = values
 
 
 @dataclass
@@ -186,9 +199,10 @@ class Growth:
             if len(values) < n:
                 self._states[name] = np.concatenate([values, np.zeros(n - len(values), values.dtype)])
 
-    def state(self, name: str) -> np.ndarray:
+    def state(self, name: str, dtype=np.int64) -> np.ndarray:
+        """Per-node memory `name` [N] (0 until set; its type from the first `set_state`, else `dtype`)."""
         if name not in self._states:
-            self._states[name] = np.zeros(len(self.table), dtype=np.int64)
+            self._states[name] = np.zeros(len(self.table), dtype=dtype)
         return self._states[name]
 
     def rows(self, mask: np.ndarray) -> Rows:
@@ -247,10 +261,16 @@ class Policy:
     # for a confident draft can ask a weak one for thousands of nodes a CPU verifies for minutes
     max_nodes: ClassVar[Optional[int]] = 1024
     size_params: ClassVar[tuple[str, ...]] = ("K", "d_max")  # what to lower when the setting outgrows it
-    # True when no decision looks at a sampled token's own value (only at its parent's distribution or its place
-    # among its siblings, `Rows.sibling`; never its `rank`, which is its value's place in the row): multi-branch
-    # stochastic verification stays lossless on such trees (the χ² tests check it)
+    # True when whether a node joins the tree never depends on its own token or anything computed from it (its p,
+    # P, `rank`, the values of its subtree or of later siblings above its own): only on its parent's path and
+    # distribution and its earlier siblings (`Rows.sibling`, `Rows.slot_value`). Whether a node gets children may
+    # depend on its own value. At T > 0 such a policy's children are drawn without replacement and verified by
+    # multi-branch verification (DySpec Alg. 3); any other policy is offered the draft's top-K and each child is
+    # verified as a fixed proposal (`core.drafting.offer_sampling`, `core.verify`). The χ² tests check both.
     sampling_safe: ClassVar[bool] = False
+    # True when the paper verifies its draft's top tokens at T > 0 rather than draws (Gunjur Alg. 1: "selecting b
+    # top tokens" and matching the target's sample): offered the top-K, each child a fixed proposal, even if safe
+    proposes_top: ClassVar[bool] = False
     # the spec parameters behind K and d_max where a policy names them otherwise (kary's b and d), so that
     # messages name what the user typed
     param_names: ClassVar[dict[str, str]] = {}

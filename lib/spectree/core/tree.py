@@ -180,6 +180,13 @@ class DraftTree(Nodes):
         return DraftTree(**part.columns(), prefix_len=self.prefix_len, dists=self.dists,
                          dist_row=None if self.dist_row is None else self.dist_row[idx])
 
+    def fixed_proposals(self) -> torch.Tensor:
+        """bool [n]: the nodes verified as fixed proposals (a point mass at their token) rather than as draws from
+        their parent's recorded draft distribution: retrieval nodes, and every child of a node with no recorded
+        distribution (its children were the draft's top-K: `drafting.offer_sampling`)."""
+        drawn_from = self.dist_row >= 0 if self.dist_row is not None else torch.zeros(len(self), dtype=torch.bool)
+        return (self.source > 0) | ~drawn_from[self.parents.clamp(min=0)]
+
     def draft_dist(self, i: int) -> torch.Tensor:
         """[V] the warped draft distribution node i's children were drawn from."""
         row = int(self.dist_row[i])

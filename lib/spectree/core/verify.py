@@ -72,11 +72,12 @@ def verify_multibranch(tree: DraftTree, target_probs: torch.Tensor, generator: O
     distribution the draft's children of each node were drawn from, without replacement, in index order.
     At node u, for each child y in order: accept with prob min(1, R[y] / D[y]); on rejection
     R ← norm(max(R − D, 0)), D[y] ← 0, D ← norm(D). If no child is accepted the bonus is sampled from R.
-    A retrieval child (source > 0: proposed from the committed text, whatever the draft sampled) is a fixed
-    proposal, a point mass D = δ_y: accepted with prob R[y], else R ← norm(R with y removed). Retrieval children
-    come after the draft's (grafting appends them) and never repeat a sibling's token.
+    A fixed proposal (`DraftTree.fixed_proposals`: a retrieval child, proposed from the committed text whatever the
+    draft sampled, or a child of the draft's top-K offered to a policy that picks children by their values) is a
+    point mass D = δ_y: accepted with prob R[y], else R ← norm(R with y removed) — lossless whatever chose y.
+    Fixed children come after the sampled ones (grafting appends them) and never repeat a sibling's token.
     """
-    kids, tokens, fixed = _children_lists(tree), tree.tokens.tolist(), (tree.source > 0).tolist()
+    kids, tokens, fixed = _children_lists(tree), tree.tokens.tolist(), tree.fixed_proposals().tolist()
     node, accepted = 0, []
     while True:
         R = target_probs[node].double().cpu()

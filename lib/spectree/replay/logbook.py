@@ -31,7 +31,8 @@ from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
 from spectree.prompts import Prompt, chat_ids
 from spectree.replay.logtree import LogTree
 
-LOG_FORMAT = 3  # 2: the beam grows from the previous beam only (replay.logtree); 3: node sources, prompt ids
+LOG_FORMAT = 4  # 2: the beam grows from the previous beam only (replay.logtree); 3: node sources, prompt ids;
+# 4: EAGLE-2's top-K beam and every root child's rank-0 continuation expanded too
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,12 @@
 other policies exactly.
 
 Every expanded node offers its top-K children (all kept and stored). The nodes expanded at the next layer are
-the beam — the top-`beam` by joint probability among the children of the previous layer's beam (EAGLE-2's
-expansion: with beam = K it is exactly EAGLE-2's top-K per layer; C2T's full trees use K = 10, d_max = 11) —
-plus an envelope that keeps static shapes replayable: every node whose path ranks are all < b_env at depth
-< d_env (k-ary trees up to b_env × d_env), and the rank-0 chain at every depth.
+the beam — the top-`beam` by joint probability among the children of the previous layer's beam (the nodes DySpec
+and PCT expand lie there while there are at most `beam` per layer) — and EAGLE-2's own expansion at K, the top-K
+among the children of its previous top-K (so EAGLE-2 with the logbook's K always replays; C2T's full trees use
+K = 10, d_max = 11), plus an envelope that keeps static shapes replayable: every node whose path ranks are all
+< b_env at depth < d_env (k-ary trees up to b_env × d_env), the rank-0 chain at every depth (CAPE's top-1
+expansion, chains) and the rank-0 continuation of every root child (SpecInfer-style sequences of up to K).
 """
 from __future__ import annotations
 
@@ -29,14 +31,17 @@ class LogTree(Policy):
     features = OPTIONAL_FEATURES  # the logbook stores every feature
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
-        # memory along paths: the largest rank on the path, and whether the node is off the beam (the root is on it)
+        # memory along paths: the largest rank on the path (and below the root's child), whether the node is off the
+        # beam and off EAGLE-2's top-K beam (the root is on both)
         cand.set_state("max_rank", np.maximum(cand.parent_state("max_rank"), cand.rank))
-        eligible = cand.parent_state("off_beam") == 0  # [c] children of the previous layer's beam
-        beam = eligible & cand.top(np.where(eligible, cand.joint, -1.0), self.beam)
-        cand.set_state("off_beam", ~beam)
+        cand.set_state("tail_rank", np.where(cand.depth > 1, np.maximum(cand.parent_state("tail_rank"), cand.rank), 0))
+        for state, width in (("off_beam", self.beam), ("off_k", self.K)):
+            eligible = cand.parent_state(state) == 0  # [c] children of the previous layer's beam
+            cand.set_state(state, ~(eligible & cand.top(np.where(eligible, cand.joint, -1.0), width)))
         return np.ones(len(cand), dtype=bool)
 
     def expand(self, new: Rows, tree: Rows) -> np.ndarray:
         max_rank = new.state("max_rank")
         in_env = (max_rank < self.b_env) & (new.depth < self.d_env)
-        return (new.state("off_beam") == 0) | in_env | (max_rank == 0)
+        beams = (new.state("off_beam") == 0) | (new.state("off_k") == 0)
+        return beams | in_env | (max_rank == 0) | (new.state("tail_rank") == 0)

@@ -140,7 +140,8 @@ def frontier_policies(K: int, d_max: int, depth: int, ratio: float, classifier: 
                                                                        reverse=True)]
     out += [("B(H)", EntropyBranching(d=d, k_max=k7)) for d in sorted({min(3, d_max), min(4, d_max)})]
     if classifier is not None:
-        out += [("C2T", C2T(beta=b, K=min(10, K), d_max=depth, classifier=classifier_name, model=classifier))
+        out += [("C2T", C2T(beta=b, K=min(10, K), d_max=depth, topk=0, classifier=classifier_name,
+                               model=classifier))
                 for b in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)]
     return out
 

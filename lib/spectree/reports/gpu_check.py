@@ -54,7 +54,7 @@ SHARE_POLICIES = {"chain-4": "chain:k=4", "k-ary 2x4": "kary:b=2,d=4", "Sequoia 
                   "EAGLE-2 N=32": "eagle2:K=8,d_max=6,N=32", "DySpec m=32": "dyspec:m=32,K=8,d_max=8",
                   "DySpec threshold": "dyspec_threshold:t=0.05,K=8,d_max=8", "PCT": "pct:ratio=0.05,k=5,d_max=8",
                   "CAPE": "cape:d=4", "B(H)": "entropy:d=4",
-                  "C2T top32": "c2t:beta=0.5,K=8,d_max=6,topk=32,classifier=smollm2-edd"}  # paper-sized trees
+                  "C2T β=0.5": "c2t:beta=0.5,K=8,d_max=6,topk=8,classifier=smollm2-edd"}  # paper-sized trees
 LARGE = {"AR (our loop)": "ar", "chain-4": "chain:k=4", "EAGLE-2 N=32": "eagle2:K=8,d_max=6,N=32"}  # at the 8B shape
 SPEED_POLICIES = {"AR (our loop)": "ar", "chain-4": "chain:k=4", "EAGLE-2 N=32": "eagle2:K=8,d_max=6,N=32",
                   "DySpec m=32": "dyspec:m=32,K=8,d_max=8", "PCT": "pct:ratio=0.05,k=5,d_max=8"}

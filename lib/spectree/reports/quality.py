@@ -90,6 +90,47 @@ def agreement(tokens: pd.DataFrame) -> dict[str, float]:
     return {"agreement": k / n, "low": float(ci.low), "high": float(ci.high), "positions": n}
 
 
+def flip_weights(models: tuple, prompts: Sequence, positions: int) -> np.ndarray:
+    """float [n]: at each of the first `positions` greedy positions of every prompt, the smallest λ from which the
+    top token of mix:λ's root distribution (draft position 1) is the target's greedy token g; 0 where the real
+    draft's already is. Per position agreement only switches on as λ grows (q_λ(g) − q_λ(y) is linear in λ and
+    ≥ 0 at λ = 1), so mix:λ's top-1 agreement on these positions is the share of them ≤ λ."""
+    import torch
+
+    from spectree.core.decode import greedy_continuation, walk_continuation
+    from spectree.prompts import chat_ids
+
+    target, draft, tok = models
+    out = []
+    with torch.inference_mode():
+        for prompt in prompts:
+            ids = chat_ids(tok, prompt.text)
+            cont, n_valid = greedy_continuation(target, ids, positions, 0, (tok.eos_token_id,))
+            for prefix, root_logits, _, target_logits in walk_continuation(target, draft, ids, cont, n_valid):
+                q = torch.softmax(root_logits.double().cpu(), -1)  # [V] the real draft at the root
+                p = torch.softmax(target_logits[prefix - 1].double(), -1)  # [V] the target there
+                g = cont[prefix - len(ids)]
+                ahead, behind = q - q[g], p[g] - p  # [V]: the draft's lead of y over g, the target's of g over y
+                flip = torch.where(ahead > 0, ahead / (ahead + behind), torch.zeros_like(ahead))
+                out.append(float(flip.max()))
+    return np.array(out)
+
+
+def weights_for(agreements: Sequence[float], flips: np.ndarray, step: float = 1e-3) -> dict[float, float]:
+    """{target agreement: λ}: the smallest λ (on a grid of `step`, strictly past the flip) at which the share of
+    positions whose flip weight (`flip_weights`) is below λ reaches each target agreement."""
+    if len(flips) == 0:
+        raise SpectreeError("no positions to calibrate the mix weights on: give prompts that generate tokens")
+    ordered = np.sort(flips)
+    out = {}
+    for a in agreements:
+        if not 0.0 < a <= 1.0:
+            raise SpectreeError(f"a target agreement must be in (0, 1], got {a}")
+        need = ordered[max(int(math.ceil(a * len(ordered))) - 1, 0)]
+        out[float(a)] = float(min(1.0, (math.floor(need / step) + 1) * step)) if need > 0 else 0.0
+    return out
+
+
 @dataclass(frozen=True)
 class SweepSettings:
     """Notebook 02's sweep settings (its parameters of the same names)."""
@@ -99,8 +140,8 @@ class SweepSettings:
     depth: int = 6
     eagle2_N: Sequence[int] = (5, 10, 15, 20, 30, 40)
     c2t_betas: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-    c2t_topks: Sequence[int] = (0, 15, 20, 25, 30)
-    budgets: Sequence[int] = (8, 15, 30, 60)
+    c2t_topks: Sequence[int] = (0, 4, 6, 8)
+    budgets: Sequence[int] = (8, 16, 32, 64)
     widths: Sequence[int] = (1, 2, 3, 4, 5)
     pct_ratio: float = 0.1
     train_fraction: float = 0.5
@@ -153,7 +194,7 @@ def projection_policies(s: SweepSettings, classifier: Optional[str], pct_ratio: 
                 "PCT": [PCT(ratio=round(pct_ratio, 3), k=w, d_max=d) for w in (1, 2, 3, 5)]}
     if classifier:
         families["C2T"] = [C2T(beta=b, K=k, d_max=min(6, d), topk=t, classifier=classifier)
-                           for b in (0.3, 0.5, 0.7) for t in (8, 32)]
+                           for b in (0.3, 0.5, 0.7) for t in (4, 8)]
     return families
 
 
@@ -334,6 +375,7 @@ def projection_check(live: pd.DataFrame, projected_rows: pd.DataFrame, labels: d
     return table, c
 
 
-__all__ = ["mix_pair", "mix_models", "quality_logbook", "agreement", "SweepSettings", "strategy_claims", "analysis_claims",
+__all__ = ["mix_pair", "mix_models", "quality_logbook", "agreement", "flip_weights", "weights_for", "SweepSettings",
+           "strategy_claims", "analysis_claims",
            "projection_policies", "projected", "Quality", "measure", "flips", "readings_table", "best_by_family",
            "agreement_needed", "gpu_cost_models", "gpu_projection", "gpu_lines", "projection_check", "SPEED_LINES"]

@@ -110,7 +110,7 @@ class Explorer:
             return {keys[0]: _int(k_name, min(k, K), 1, K), keys[1]: _int("d_max (depth)", min(d, D), 1, D)}
 
         return {
-            "C2T": {"beta": _float("β (C2T)", 0.5, 0.0, 1.0, 0.01), "topk": _int("topK (0 = off)", 0, 0, 64),
+            "C2T": {"beta": _float("β (C2T)", 0.5, 0.0, 1.0, 0.01), "topk": _int("topK per layer (0 = off)", 0, 0, K),
                     **shape(10, depth)},
             "EAGLE-2": {"N": _int("N (rerank)", 20, 1, 128), **shape(10, depth)},
             "DySpec budget": {"m": _int("budget m", 16, 1, 256), **shape(8, D)},

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
 from spectree.core.decode import check_prompt, speculative_generate, truncate
-from spectree.core.drafting import draft_model
+from spectree.core.drafting import draft_model, offer_sampling
 from spectree.core.errors import SpectreeError, TreeTooLarge
 from spectree.core.kernels import is_packed, stock_kernels
 from spectree.core.policy import Policy
@@ -117,7 +117,8 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             "not a drafter that reads the target's hidden states")
     policies = labelled(policies)
     for name, policy in list(policies.items()):
-        why = policy.oversized() if policy.fixed_size and sampling.greedy else None  # every tree that large
+        # a static shape offered its top-K: every tree that large
+        why = policy.oversized() if policy.fixed_size and offer_sampling(policy, sampling).greedy else None
         if why:
             warnings.warn(f"skipping {name}: {why}")
             del policies[name]

@@ -5,11 +5,11 @@ by prompt), summarised by `bench.summarize_runs`: tokens/s, speedup over HF `gen
 per target forward), γ (draft tokens verified per forward) and the time split (draft / verify / tree
 construction).
 
-Stochastic decoding (T > 0) keeps only the policies whose keep decisions never look at a sampled token's
-own value (`Policy.sampling_safe`) — chains (plain, entropy cutoff, DyMax), static trees (k-ary, VCT,
-sequences, Sequoia), B(H) trees, CAPE and PCT (which only decides whether an already drafted node gets
-children). EAGLE-2's rerank, DySpec's value heap, DyJoint and C2T keep a sample because of its probability,
-which biases multi-branch verification (the χ² test catches it); greedy decoding is unaffected.
+Every policy decodes at every temperature: at T > 0 the sampling-safe ones draw their children without replacement
+and are verified by DySpec's Alg. 3, the others (EAGLE-2's rerank, DyJoint, C2T, PCT's leaf removal) are offered the
+draft's top-K, each child verified as a fixed proposal (`core.drafting.offer_sampling`; both χ²-tested).
+Comparisons are laid out as the papers make them: DySpec against SpecInfer-style sequences and Sequoia at the same
+node budget, Gunjur's methods against its baseline, chain speculative decoding with 4 tokens.
 """
 from __future__ import annotations
 
@@ -29,39 +29,47 @@ from spectree.strategies import C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThresh
 from spectree.strategies import Sequences, Sequoia, autoregressive
 
 
-def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[str], budget: int = 32
-                     ) -> dict[str, Policy]:
-    """label → policy for the live table (PCT's s_d/s_t and Sequoia's p are measured inputs). Besides the papers'
-    settings it times three small trees, the sizes a CPU rewards on prepacked kernels (docs/decoder.md)."""
+def equal_budget_sequences(m: int, K: int = 8) -> Sequences:
+    """SpecInfer-style sequences of m draft tokens (k sequences of d, k·d = m, k ≤ K): the squarest such shape,
+    deeper than wide (DySpec Tables 1–2 compare trees of one budget)."""
+    shapes = [(m // d, d) for d in range(1, m + 1) if m % d == 0 and m // d <= K]
+    if not shapes:
+        raise SpectreeError(f"no SpecInfer-style shape of {m} draft tokens with at most {K} sequences")
+    k, d = min(shapes, key=lambda s: (s[1] < s[0], s[1] - s[0]))  # deeper than wide first, then the squarest
+    return Sequences(k=k, d=d)
+
+
+def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[str], budget: int = 32,
+                     K: int = 8, depth: int = 6) -> dict[str, Policy]:
+    """label → policy for the live table (PCT's s_d/s_t and Sequoia's p are measured inputs). EAGLE-2 and C2T draft
+    with K children per node to `depth` (C2T's main tables: 15 and 10); DySpec, SpecInfer-style sequences and
+    Sequoia get the same `budget` of draft tokens. Besides the papers' settings it times three small trees, the
+    sizes a CPU rewards on prepacked kernels (docs/decoder.md)."""
     policies: dict[str, Policy] = {
         "AR (our loop)": autoregressive(),
         "chain-2": Chain(k=2),
+        "chain-4": Chain(k=4),
         "chain-5": Chain(k=5),
         "static b=2 d=4": Kary(b=2, d=4),
         "VCT w=3 d=5": VCT(w=3, d=5),
-        "simple cutoff": Chain(k=8, stop="entropy", threshold=1.0),
-        "DyMax chain": Chain(k=8, stop="dymax", threshold=0.3),
-        "DyJoint chain": Chain(k=8, stop="dyjoint", threshold=0.08),
+        "simple cutoff": Chain(k=10, stop="entropy", threshold=1.0),  # C2T Table 3: dynamic chains of at most 10
+        "DyMax chain": Chain(k=10, stop="dymax", threshold=0.3),
+        "DyJoint chain": Chain(k=10, stop="dyjoint", threshold=0.08),
         "dyn width only": EntropyBranching(d=4),
         "dyn width + depth": EntropyBranching(d=8, cutoff=2.5),
-        "SpecInfer-style": Sequences(k=4, d=5),
+        f"SpecInfer-style m={budget}": equal_budget_sequences(budget),
         f"Sequoia n={budget}": Sequoia(n=budget, p=acceptance),
-        f"EAGLE-2 N={budget}": Eagle2(K=8, d_max=6, N=budget),
+        f"EAGLE-2 N={budget}": Eagle2(K=K, d_max=depth, N=budget),
         f"DySpec m={budget}": DySpec(m=budget, K=8, d_max=8),
         "EAGLE-2 N=4": Eagle2(K=4, d_max=3, N=4),
         "DySpec m=4": DySpec(m=4, K=4, d_max=4),
-        "DySpec threshold": DySpecThreshold(t=0.05, K=8, d_max=8),
+        "DySpec threshold": DySpecThreshold(t=round(1 / budget, 4), K=8, d_max=8),  # DySpec §4.4: t ≈ 1/n
         "PCT": PCT(ratio=round(sd_over_st, 3), k=5, d_max=10),
         "CAPE": CAPE(d=5),
     }
-    if classifier:
-        policies[f"C2T β=0.5 top{budget}"] = C2T(beta=0.5, K=8, d_max=6, topk=budget, classifier=classifier)
+    if classifier:  # C2T's main tables: one TopK for both prunings (K per node scored, K per layer kept)
+        policies["C2T β=0.5"] = C2T(beta=0.5, K=K, d_max=depth, topk=K, classifier=classifier)
     return policies
-
-
-def sampling_safe(policies: dict[str, Policy]) -> dict[str, Policy]:
-    """The subset that stays lossless under multi-branch stochastic verification (`Policy.sampling_safe`)."""
-    return {label: p for label, p in policies.items() if p.sampling_safe}
 
 
 def speed_table(runs: list[Run]) -> pd.DataFrame:
@@ -140,26 +148,30 @@ def by_category(runs: list[Run]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
 
+GUNJUR_BASELINE = "chain-4"  # Gunjur et al.'s baseline: speculative decoding without tree batches, 4 tokens
+GUNJUR_ROWS = {"Baseline": GUNJUR_BASELINE, "Static": "static b=2 d=4", "Simple cutoff": "simple cutoff",
+               "Dyn width+depth": "dyn width + depth", "Dyn width only": "dyn width only"}
+
+
 def gunjur_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Gunjur et al.'s Fig. 2 table: % time saved against plain decoding, and tokens/s (empty without the
-    plain-decoding row)."""
-    rows = {"Baseline": "AR (our loop)", "Static": "static b=2 d=4", "Simple cutoff": "simple cutoff",
-            "Dyn width+depth": "dyn width + depth", "Dyn width only": "dyn width only"}
+    """Gunjur et al.'s Fig. 2 table: % time saved against its baseline (chain speculative decoding of 4 tokens),
+    and tokens/s (empty without the baseline row)."""
     t = table.set_index("method")
-    if "AR (our loop)" not in t.index:
+    if GUNJUR_BASELINE not in t.index:
         return pd.DataFrame(columns=["method", "time_saved_pct", "tokens_per_s"])
-    base = t.loc["AR (our loop)", "ms_per_token"]
+    base = t.loc[GUNJUR_BASELINE, "ms_per_token"]
     return pd.DataFrame([{"method": k, "time_saved_pct": 100 * (1 - t.loc[v, "ms_per_token"] / base),
-                          "tokens_per_s": t.loc[v, "tokens_per_s"]} for k, v in rows.items() if v in t.index])
+                          "tokens_per_s": t.loc[v, "tokens_per_s"]} for k, v in GUNJUR_ROWS.items() if v in t.index])
 
 
 def dyspec_layout(tables: dict[float, pd.DataFrame], budget: int = 32) -> pd.DataFrame:
-    """DySpec Tables 1–2 layout: tokens per step (τ) and latency per token (ms), per temperature."""
-    methods = ["SpecInfer-style", f"Sequoia n={budget}", f"DySpec m={budget}", "DySpec threshold"]
+    """DySpec Tables 1–2 layout: tokens per step (τ) and latency per token (ms) of the trees of one budget, per
+    temperature (the threshold tree beside them, its size its own)."""
+    methods = [f"SpecInfer-style m={budget}", f"Sequoia n={budget}", f"DySpec m={budget}", "DySpec threshold"]
     rows = []
     for temp, table in tables.items():
         t = table.set_index("method")
-        rows += [{"temperature": temp, "method": m, "tokens_per_step": t.loc[m, "tau"],
+        rows += [{"temperature": temp, "method": m, "tokens_per_step": t.loc[m, "tau"], "gamma": t.loc[m, "gamma"],
                   "ms_per_token": t.loc[m, "ms_per_token"]} for m in methods if m in t.index]
     return pd.DataFrame(rows)
 
@@ -219,7 +231,7 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
     worst_t, worst = frac.idxmax()
     out.append(claim("tree construction ≤ 5% of decoding time for every policy", "≤ 5%",
                      f"max {100 * frac.max():.1f}% ({worst}, T = {worst_t:g})", tree))
-    e2, c2t = f"EAGLE-2 N={budget}", f"C2T β=0.5 top{budget}"
+    e2, c2t = f"EAGLE-2 N={budget}", "C2T β=0.5"
     if e2 in t.index and c2t in t.index:
         ratio = t.loc[c2t, "gamma"] / t.loc[e2, "gamma"]
         out.append(claim("C2T keeps EAGLE-2's τ with 75–80% of its γ", "τ equal, γ 75–80%",
@@ -227,26 +239,33 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
                          all_of([versus(greedy, c2t, e2, "tau_sum", "forwards", 0.97, "τ(C2T) ÷ τ(EAGLE-2)"),
                                  versus(greedy, c2t, e2, "gamma_sum", "forwards", 0.85, "γ(C2T) ÷ γ(EAGLE-2)",
                                          above=False)])))
-    gun = gunjur_table(table).set_index("method")
-    if {"Dyn width only", "Static"} <= set(gun.index):
-        others = [m for m in ("AR (our loop)", "static b=2 d=4", "simple cutoff", "dyn width + depth") if m in t.index]
-        out.append(claim("Gunjur: dyn width only saves the most time (7.16% vs static 2.3%)",
-                         "dyn width only > static",
-                         f"{gun.loc['Dyn width only', 'time_saved_pct']:.1f}% vs "
-                         f"{gun.loc['Static', 'time_saved_pct']:.1f}%",
-                         all_of([versus(greedy, "dyn width only", m, "n_tokens", "seconds", 1.0,
-                                         "tokens/s of dyn width only ÷ the other's", strict=True) for m in others],
-                                "95% paired bootstrap interval of tokens/s of dyn width only ÷ each other Gunjur "
-                                f"method > 1, n ≥ {MIN_PROMPTS} prompts")))
-    ds = f"DySpec m={budget}"
-    if {ds, "SpecInfer-style"} <= set(t.index):
-        out.append(claim("DySpec: more tokens per step than SpecInfer-style trees", "DySpec τ > SpecInfer τ",
-                         f"{t.loc[ds, 'tau']:.2f} vs {t.loc['SpecInfer-style', 'tau']:.2f}",
-                         versus(greedy, ds, "SpecInfer-style", "tau_sum", "forwards", 0.0,
-                                 "τ(DySpec) − τ(SpecInfer-style)", quotient=False, strict=True)))
+    for temp, tab in tables.items():  # Gunjur (T = 0.4 in the paper) and DySpec (T = 0 and 0.6) at every temperature
+        out += temperature_claims(tab, prompt_rows(runs[temp]), temp, budget)
     return out
 
 
-__all__ = ["speed_strategies", "sampling_safe", "speed_table", "best_tree", "head_reference", "saved_best_tree",
-           "per_prompt", "by_category", "gunjur_table", "dyspec_layout",
-           "speed_claims"]
+def temperature_claims(table: pd.DataFrame, rows: pd.DataFrame, temp: float, budget: int) -> list[dict[str, Any]]:
+    """Gunjur's Fig. 2 claim and DySpec's Tables 1–2 claim on one temperature's run."""
+    t, out, at = table.set_index("method"), [], f" (T = {temp:g})"
+    gun = gunjur_table(table).set_index("method")
+    if {"Dyn width only", "Static"} <= set(gun.index):
+        others = [m for m in GUNJUR_ROWS.values() if m in t.index and m != "dyn width only"]
+        out.append(claim("Gunjur: dyn width only saves the most time against chain-4 (7.16% vs static 2.3%)" + at,
+                         "dyn width only > the others",
+                         f"{gun.loc['Dyn width only', 'time_saved_pct']:.1f}% vs "
+                         f"{gun.loc['Static', 'time_saved_pct']:.1f}%",
+                         all_of([versus(rows, "dyn width only", m, "n_tokens", "seconds", 1.0,
+                                         "tokens/s of dyn width only ÷ the other's", strict=True) for m in others],
+                                "95% paired bootstrap interval of tokens/s of dyn width only ÷ each other Gunjur "
+                                f"method > 1, n ≥ {MIN_PROMPTS} prompts")))
+    ds, si = f"DySpec m={budget}", f"SpecInfer-style m={budget}"
+    if {ds, si} <= set(t.index):
+        out.append(claim(f"DySpec: more tokens per step than SpecInfer-style trees of the same budget{at}",
+                         "DySpec τ > SpecInfer τ", f"{t.loc[ds, 'tau']:.2f} vs {t.loc[si, 'tau']:.2f}",
+                         versus(rows, ds, si, "tau_sum", "forwards", 0.0, "τ(DySpec) − τ(SpecInfer-style)",
+                                 quotient=False, strict=True)))
+    return out
+
+
+__all__ = ["speed_strategies", "equal_budget_sequences", "speed_table", "best_tree", "head_reference", "saved_best_tree",
+           "per_prompt", "by_category", "gunjur_table", "dyspec_layout", "speed_claims", "temperature_claims"]

@@ -105,16 +105,29 @@ def _build(spec: str, registry: dict, what: str):
     return registry[name](**{k: _convert(name, k, v, types[k]) for k, v in texts.items()})
 
 
+def split_hybrid(spec: str) -> list[str]:
+    """'pct:ratio=0.2+suffix:k=2' → ['pct:ratio=0.2', 'suffix:k=2']: a '+' starts a part only where a retrieval
+    proposer's name follows it, so a value may hold '+' (a classifier named 'a+b': 'c2t:classifier=a+b')."""
+    parts: list[str] = []
+    for piece in str(spec).split("+"):
+        in_value = parts and "=" in parts[-1].rpartition(",")[2]  # the previous part ends in key=value
+        if in_value and piece.partition(":")[0].strip() not in RETRIEVERS:
+            parts[-1] += "+" + piece
+        else:
+            parts.append(piece)
+    return parts
+
+
 def parse_strategy(spec: str) -> Policy:
     """'kary:b=2,d=4', 'chain:k=5' or 'ar' → a policy; 'chain:k=2+lookup:len=8' → a `Hybrid` with retrieval
     branches; one clear error for an unknown name, key or value."""
-    base, *extra = str(spec).split("+")
+    base, *extra = split_hybrid(spec)
     policy = _build(base, REGISTRY, "strategy")
     if not extra:
         return policy
     return Hybrid(policy, tuple(_build(part, RETRIEVERS, "retrieval proposer") for part in extra))
 
 
-__all__ = ["Policy", "REGISTRY", "Hybrid", "Retrieval", "split_spec", "parse_strategy", "spec_types", "C2T", "CAPE", "Chain",
+__all__ = ["Policy", "REGISTRY", "Hybrid", "Retrieval", "split_spec", "split_hybrid", "parse_strategy", "spec_types", "C2T", "CAPE", "Chain",
            "DySpec", "DySpecThreshold", "Eagle2", "EntropyBranching", "NaiveWidth", "PCT", "Sequoia", "VCT", "Kary",
            "Sequences", "StaticShape", "SGLang", "TRTLLM", "Choices", "autoregressive"]

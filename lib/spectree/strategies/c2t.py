@@ -173,14 +173,18 @@ def _load(path: Path, mtime_ns: int, size: int) -> C2TClassifier:
 
 @dataclass
 class C2T(Policy):
-    """C2T's tree: each layer offers K children per node; of the K likeliest children of the layer (by P), those
-    whose confidence C = F(P, H, d) exceeds β join the tree; with `topk` > 0 (second pruning) a tree holds at most
-    topk draft nodes, the most confident first. The classifier is data/c2t/<classifier>.safetensors, or `model`."""
+    """`c2t_policy`, C2T Alg. 1: each node of a layer offers its K likeliest children (line 6, N ← topK(M_d(N)):
+    §4.2.2's "calculate confidence only for the TopK tokens with the highest generation probability", per node:
+    "taking the TopK for each node ... resulting in K² probabilities", appendix C Proof-2); those whose confidence
+    C = F(P, H, d) exceeds β join the tree and generate the next layer (§4.2.1); with `topk` > 0 only the topk
+    most confident of each layer do (§4.2.2's second pruning, line 21 "extend N or topK(N) to T"). The paper uses
+    one TopK for both, 15 in its main tables (d_max 10). The classifier is data/c2t/<classifier>.safetensors, or
+    `model`."""
 
     beta: float = 0.5  # β
-    K: int = 10
-    d_max: int = 11
-    topk: int = 0  # second pruning: at most this many draft nodes per tree (0 = off)
+    K: int = 15  # children scored per node (first TopK)
+    d_max: int = 10
+    topk: int = 15  # second pruning: at most this many nodes per layer, the most confident (0 = off)
     classifier: str = "smollm2-edd"  # data/c2t/<classifier>.safetensors
     model: Optional[C2TClassifier] = spec_field(default=None)  # the classifier itself (loaded from `classifier` if None)
 
@@ -193,17 +197,14 @@ class C2T(Policy):
         if self.model is None:
             self.model = load_classifier(artifact_path("c2t", self.classifier))
 
-    def layer_cap(self) -> int:
-        return min(self.K, self.topk) if self.topk else self.K  # the K likeliest of a layer, topk per tree
+    def layer_cap(self) -> Optional[int]:
+        return self.topk or None  # the topk most confident of a layer; without the second pruning, β alone
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
-        first = cand.top(cand.joint, self.K)  # topK(M_d(N)): the K likeliest children, per tree
-        conf = np.full(len(cand), -np.inf)  # [c]; F is read only at those (live: H only for their parents)
-        conf[first] = self.model.confidence(cand.subset(first)).numpy()
-        keep = first & (conf > self.beta)
-        if self.topk:  # the tree budget left, filled layer by layer (so trees stay connected), most confident first
-            room = self.topk - (tree.count() - 1)  # [trees]
-            keep &= cand.top(np.where(keep, conf, -1.0), room[cand.tree])
+        conf = self.model.confidence(cand).numpy()  # [c] C of every offered child: each node's K likeliest
+        keep = conf > self.beta
+        if self.topk:  # second pruning: the topk most confident of this layer, per tree
+            keep &= cand.top(np.where(keep, conf, -1.0), self.topk)
         return keep
 
 

@@ -17,9 +17,11 @@ STOPS = ("none", "entropy", "dymax", "dyjoint")
 class Chain(Policy):
     """A chain of up to k draft tokens (k = 0: plain autoregressive decoding through the same loop).
 
-    Early stopping: stop=entropy ends the chain where the draft distribution's entropy H exceeds `threshold`
-    (Gunjur's cutoff, 1.0 nats); stop=dymax where its max probability falls below it (0.3); stop=dyjoint where
-    the path's joint probability P falls below it (0.08)."""
+    Early stopping: stop=entropy is Gunjur's "simple cutoff" (§3.1, 1.0 nats): the token drawn from a distribution
+    of entropy H > `threshold` is still drafted, as the chain's last token ("we return early"; "the final sequence
+    element typically contains the token of greatest entropy"); stop=dymax drafts no token from a distribution whose
+    max probability is below `threshold` (C2T Table 3: 0.3); stop=dyjoint keeps no token whose joint probability P
+    is below it (0.08)."""
 
     k: int = 4  # draft tokens per step
     stop: str = "none"  # none | entropy | dymax | dyjoint
@@ -51,13 +53,16 @@ class Chain(Policy):
         return self.stop != "dyjoint"
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
-        if self.stop == "entropy":
-            return cand.entropy <= self.threshold
         if self.stop == "dymax":
             return cand.confidence >= self.threshold
         if self.stop == "dyjoint":
             return cand.joint >= self.threshold
         return np.ones(len(cand), dtype=bool)
+
+    def expand(self, new: Rows, tree: Rows) -> np.ndarray:
+        if self.stop == "entropy":  # drawn from a distribution above the cutoff: the chain's last token
+            return new.entropy <= self.threshold
+        return np.ones(len(new), dtype=bool)
 
 
 def autoregressive() -> Chain:

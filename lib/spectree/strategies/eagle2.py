@@ -1,5 +1,11 @@
-"""EAGLE-2 (Li et al. 2024): expand the top-K nodes of each layer by joint probability, then rerank every
-drafted node by joint probability and keep the top N."""
+"""EAGLE-2 (Li et al. 2024): expand, then rerank. C2T §2.2 (lines ~53–57 of its text) states the rule: "each token in
+current layer generates TopK tokens. Then, among all the generated tokens, the TopK tokens are selected to generate
+the next tree layer" for d_max rounds (T1: K + (d_max − 1)·K² drafted nodes); then "rerank all nodes in T1" by
+joint probability P and keep the top N (T2, a subtree: a child's P never exceeds its parent's).
+
+The serving engines build the same tree (SGLang's EAGLE-2, TensorRT-LLM's dynamic tree: `strategies.engines`), so
+the rule is written once, here (`EagleTree`), and their policies only name its two numbers.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,24 +15,68 @@ import numpy as np
 from spectree.core.policy import Policy, Rows
 
 
-@dataclass
-class Eagle2(Policy):
-    """EAGLE-2's dynamic tree: K children offered per node, the top K of each layer by joint probability P kept
-    (and expanded), depth d_max; finally the top N drafted nodes by P (C2T's baseline, K = 10, d_max = 6)."""
+def eagle2_rerank(rows: Rows, n: int) -> np.ndarray:
+    """bool [len(rows)]: the n rows of largest joint probability of each tree (ties to shallower, then offer order):
+    the nodes EAGLE-2 expands at a layer, or keeps when it reranks T1."""
+    return rows.top(rows.joint, n)
 
-    K: int = 10  # children offered per node; nodes kept per layer
+
+@dataclass
+class EagleTree(Policy):
+    """EAGLE-2's rule: every offered child is drafted (K per expanded node: T1), the `expanded()` of largest joint
+    probability of each layer are expanded, and finally the `kept()` drafted nodes of largest joint probability
+    are verified (T2). Subclasses say what the two numbers are."""
+
+    features = frozenset({"draft_prob"})
+    fixed_size = True  # greedy: every layer keeps and expands the same counts
+    max_nodes = 4096  # T1 is drafted (features only: the draft runs on the expanded nodes), T2 is what is verified
+
+    def expanded(self) -> int:
+        raise NotImplementedError
+
+    def kept(self) -> int:
+        raise NotImplementedError
+
+    def layer_cap(self) -> int:
+        return self.expanded()
+
+    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        return np.ones(len(cand), dtype=bool)  # every candidate is drafted into T1; the rerank decides what is verified
+
+    def expand(self, new: Rows, tree: Rows) -> np.ndarray:
+        return eagle2_rerank(new, self.expanded())
+
+    def finalize(self, tree: Rows) -> np.ndarray:
+        return eagle2_rerank(tree, self.kept() + 1)  # the root has P = 1: always kept
+
+    def worst_case(self) -> tuple[int, int]:
+        """(count, depth) the live size guard can see: every offer is kept in T1, so the kept nodes grow by
+        expanded·K per layer (not by the expanded nodes alone, as `Policy.worst_case` counts)."""
+        total, frontier = 1, 1
+        for depth in range(1, self.d_max + 1):
+            if total + frontier * self.K > self.max_nodes or depth == self.d_max:
+                return total + frontier * self.K, depth
+            total, frontier = total + frontier * self.K, min(frontier * self.K, self.expanded())
+        return total, self.d_max
+
+    def candidates(self) -> int:
+        """|T1|, the drafted nodes per tree: K at the first level, expanded·K at each later one."""
+        return self.K + (self.d_max - 1) * self.expanded() * self.K
+
+
+@dataclass
+class Eagle2(EagleTree):
+    """EAGLE-2's dynamic tree: K children offered per node and K nodes expanded per layer, depth d_max, then the
+    top N of all drafted nodes by P (C2T's baseline K = 10, d_max = 6; EDD's K = 10, d_max = 6, N = 50)."""
+
+    K: int = 10  # children offered per node; nodes expanded per layer
     d_max: int = 6
     N: int = 50  # draft tokens kept after reranking
 
     name = "eagle2"
-    features = frozenset({"draft_prob"})
-    fixed_size = True  # greedy: every layer keeps and expands K nodes, K children each
 
-    def layer_cap(self) -> int:
+    def expanded(self) -> int:
         return self.K
 
-    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
-        return cand.top(cand.joint, self.K)  # [c] the K likeliest children of this layer, per tree
-
-    def finalize(self, tree: Rows) -> np.ndarray:
-        return tree.top(tree.joint, self.N + 1)  # rerank: the top N by P, plus the root (P = 1)
+    def kept(self) -> int:
+        return self.N

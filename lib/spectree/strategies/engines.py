@@ -20,8 +20,8 @@ Read from the engines' sources (described, not copied; the workbook's notes on e
   root's first). Conditioned on the path, as in EAGLE; Medusa's heads instead give a depth's rank the same token
   whatever the parent (docs/deploy.md).
 
-How they differ from the EAGLE-2 paper's rule (`Eagle2`): the engines rerank every drafted candidate, K² per level,
-where our `eagle2` policy keeps only the K expanded ones per level; and their budget is a fixed token count.
+They build EAGLE-2's tree (`strategies.eagle2.EagleTree`, the rule written once): rerank every drafted candidate,
+K² per level; they differ from the paper only in how they name its numbers.
 """
 from __future__ import annotations
 
@@ -33,51 +33,15 @@ from typing import ClassVar
 import numpy as np
 
 from spectree.core.errors import SpectreeError
-from spectree.core.policy import Policy, Rows
+from spectree.core.policy import Policy
+from spectree.strategies.eagle2 import EagleTree
 from spectree.strategies.static import StaticShape
 
 DRAFT = "<your EAGLE draft>"  # the draft model's path in config text, until the user names theirs
 
 
-def engine_tree(cand_or_new: Rows, n: int) -> np.ndarray:
-    """bool [len(rows)]: the n rows of largest joint probability of each tree (ties to shallower, then offer order):
-    the nodes an engine expands at a layer, or keeps when it reranks."""
-    return cand_or_new.top(cand_or_new.joint, n)
-
-
 @dataclass
-class _DynamicTree(Policy):
-    """The engines' EAGLE-2 rule: every offered child is drafted (K per expanded node), the `expanded()` of largest
-    joint probability per layer are expanded, and `kept()` drafted nodes of largest joint probability are verified."""
-
-    features = frozenset({"draft_prob"})
-    fixed_size = True
-
-    def expanded(self) -> int:
-        raise NotImplementedError
-
-    def kept(self) -> int:
-        raise NotImplementedError
-
-    def layer_cap(self) -> int:
-        return self.expanded()
-
-    def select(self, cand: Rows, tree: Rows) -> np.ndarray:
-        return np.ones(len(cand), dtype=bool)  # every candidate is drafted; the rerank decides what is verified
-
-    def expand(self, new: Rows, tree: Rows) -> np.ndarray:
-        return engine_tree(new, self.expanded())
-
-    def finalize(self, tree: Rows) -> np.ndarray:
-        return engine_tree(tree, self.kept() + 1)  # the root has P = 1: always kept
-
-    def candidates(self) -> int:
-        """Drafted nodes per tree: K at the first level, expanded·K at each later one."""
-        return self.K + (self.d_max - 1) * self.expanded() * self.K
-
-
-@dataclass
-class SGLang(_DynamicTree):
+class SGLang(EagleTree):
     """SGLang's EAGLE-2 tree: steps = --speculative-num-steps (depth), topk = --speculative-eagle-topk (children per
     expanded node, nodes expanded per level), tokens = --speculative-num-draft-tokens (verified, root included).
     Defaults: SGLang's own for a Llama target (5, 4, 8)."""
@@ -125,7 +89,7 @@ class SGLang(_DynamicTree):
 
 
 @dataclass
-class TRTLLM(_DynamicTree):
+class TRTLLM(EagleTree):
     """TensorRT-LLM's dynamic tree: layers = max_draft_len (depth), topk = dynamic_tree_max_topK, tokens =
     max_total_draft_tokens (root excluded; L ≤ tokens ≤ topk·L), non_leaves = max_non_leaves_per_layer (0: topk,
     the PyTorch path). Defaults: its documented example (6, 10, 60)."""
@@ -296,5 +260,5 @@ def expect(policy: Policy, engine: str, *engines: str) -> None:
         raise SpectreeError(f"{policy.spec} is not a setting {engine} can take (it fits {', '.join(engines)})")
 
 
-__all__ = ["SGLang", "TRTLLM", "Choices", "engine_tree", "parse_paths", "check_paths", "format_paths", "uniform",
+__all__ = ["SGLang", "TRTLLM", "Choices", "parse_paths", "check_paths", "format_paths", "uniform",
            "uniform_trees", "choices_of", "DRAFT"]

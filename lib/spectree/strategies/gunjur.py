@@ -33,6 +33,7 @@ class EntropyBranching(Policy):
     name = "entropy"
     features = frozenset({"entropy"})
     sampling_safe = True
+    proposes_top = True  # "selecting b top tokens" (§3.2); at T > 0 matched against the target's sample (Alg. 1)
     param_names: ClassVar[dict[str, str]] = {"K": "k_max", "d_max": "d"}
 
     @property
@@ -53,19 +54,23 @@ class EntropyBranching(Policy):
 
 @dataclass
 class NaiveWidth(Policy):
-    """Gunjur's "naive width": the greedy chain, with the top-k alternatives at its last index only."""
+    """Gunjur's "naive width" (§3.1): the simple-cutoff chain (it ends at the first token drawn from a distribution of
+    entropy H > `cutoff`, or after d tokens), with that last index's token replaced by the top-k of its distribution
+    ("copying the entire sequence ... replacing the last token with the top-k probable tokens"). At T > 0 the draft's
+    top tokens are verified as fixed proposals (`proposes_top`), as the paper's top-k and sample matching do."""
 
     k: int = 4
     d: int = 4
+    cutoff: float = 1.0  # nats: the chain's last index is the first whose distribution is above it
 
     name = "naive_width"
-    features = frozenset()
+    features = frozenset({"entropy"})
     sampling_safe = True
+    proposes_top = True  # "the top-k probable tokens" at the last index
     param_names: ClassVar[dict[str, str]] = {"K": "k", "d_max": "d"}
-    fixed_size = True
 
     def layer_cap(self) -> int:
-        return 1  # the chain; the k alternatives at depth d are never expanded
+        return 1  # the chain; the k alternatives at its last index are never expanded
 
     @property
     def K(self) -> int:
@@ -75,8 +80,12 @@ class NaiveWidth(Policy):
     def d_max(self) -> int:
         return self.d
 
-    def width(self, frontier: Rows) -> int:
-        return self.k if frontier.depth[0] == self.d - 1 else 1
+    def last(self, rows: Rows) -> np.ndarray:
+        """bool [n]: rows at the chain's last index (drawn from a distribution above the cutoff, or at depth d)."""
+        return (rows.entropy > self.cutoff) | (rows.depth >= self.d)
 
     def select(self, cand: Rows, tree: Rows) -> np.ndarray:
-        return cand.sibling() < np.where(cand.depth == self.d, self.k, 1)  # offer order, as in EntropyBranching
+        return cand.sibling() < np.where(self.last(cand), self.k, 1)  # offer order, as in EntropyBranching
+
+    def expand(self, new: Rows, tree: Rows) -> np.ndarray:
+        return ~self.last(new)

@@ -13,8 +13,9 @@ from spectree.core.policy import Policy, Rows
 
 @dataclass
 class PCT(Policy):
-    """Top-k children per expandable node; a node is expandable if its path confidence c = Π p along the path
-    is ≥ s_d/s_t (the expected time gain s_d − c·s_t < 0); leaves with c < leaf_min are removed at the end.
+    """`pct_prune`, EDD §3.2: top-k children per expandable node; a node is expandable if its path confidence c = Π p
+    along the path is ≥ s_d/s_t (the expected time gain s_d − c·s_t of drafting past it is < 0); leaves with
+    c < leaf_min are removed at the end (EDD: k = 5, depth 10, leaf_min = 0.01, s_d/s_t measured).
     `ratio` None takes s_d/s_t from this machine's cost model (`calibrate`)."""
 
     ratio: Optional[float] = None  # s_d / s_t: draft forward over target forward
@@ -26,11 +27,17 @@ class PCT(Policy):
     features = frozenset({"draft_prob"})
     param_names: ClassVar[dict[str, str]] = {"K": "k"}
     probabilities = ("ratio", "leaf_min")
-    sampling_safe = True  # it only decides whether an already drafted node gets children
 
     @property
     def K(self) -> int:
         return self.k
+
+    @property
+    def sampling_safe(self) -> bool:
+        # expanding by a node's own value is safe; removing a leaf for it is not (a sampled child dropped for being
+        # unlikely leaves its siblings no longer a sample without replacement): with leaf removal on, PCT is offered
+        # the draft's top-k at T > 0 and each child is verified as a fixed proposal (`drafting.offer_sampling`)
+        return self.leaf_min == 0
 
     @property
     def needs_calibration(self) -> bool:

@@ -1,0 +1,214 @@
+"""Each paper's tree rule pinned by the paper's own setting, on made-up greedy drafts grown through the real `grow`
+loop (`helpers.synthetic_draft`), and against independent references written from the algorithm boxes
+(docs/fidelity.md cites the lines)."""
+import heapq
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from helpers import grow_offline, synthetic_draft, tree_paths
+
+from spectree.strategies import (CAPE, PCT, Chain, DySpec, DySpecThreshold, Eagle2, NaiveWidth, SGLang,
+                                 parse_strategy)
+from spectree.strategies.c2t import C2T, C2TClassifier
+
+
+def random_draft(seed: int, width: int = 6):
+    """A draft whose distribution at every path is a seeded random one (ranks in descending order; a little mass
+    left off, as beyond the first `width` tokens)."""
+    def probs(path):
+        rng = np.random.default_rng(zlib.crc32(bytes([seed % 256, *path])) + seed)
+        return sorted((0.95 * rng.dirichlet(np.full(width, 0.6))).tolist(), reverse=True)
+    return probs
+
+
+# --- DySpec (seed 002): Alg. 1 and Alg. 2 on slot values -------------------------------------------------------
+
+def dyspec_heap(probs, m: int, K: int, d_max: int) -> set:
+    """DySpec Alg. 1 as written: pop the slot of largest value v, draw its token y (greedy: the next rank), push
+    the next-sibling slot v·(1 − R[y]) (R renormalised after removing y; in raw probabilities P(parent)·(1 − mass
+    drawn)) and the child slot v·R[y] = P(y), until m tokens are drafted. K children per node, depth d_max."""
+    tree, count = set(), 0
+    heap = [(-1.0, 0, (), 0, 1.0)]  # (−value, order, parent path, rank of the next draw, P(parent))
+    while heap and len(tree) < m:
+        neg, _, parent, k, p_parent = heapq.heappop(heap)
+        if -neg <= 0:
+            break
+        q = probs(parent)
+        node = parent + (k,)
+        tree.add(node)
+        count += 1
+        if k + 1 < min(K, len(q)):
+            heapq.heappush(heap, (-p_parent * (1 - sum(q[:k + 1])), count, parent, k + 1, p_parent))
+        if len(node) < d_max:
+            heapq.heappush(heap, (-p_parent * q[k], count + 0.5, node, 0, p_parent * q[k]))
+    return tree
+
+
+def dyspec_layers(probs, t: float, K: int, d_max: int) -> set:
+    """DySpec Alg. 2 as written (with its `while v_i < t` read as `while v_i ≥ t`: the text says "we extend all nodes
+    with estimated acceptance rate above the threshold"): every leaf keeps drawing children while its slot value is
+    at least t; a new child's value is v_i·d_i[y] = its joint P."""
+    tree, leaves = set(), [((), 1.0)]
+    for _ in range(d_max):
+        new = []
+        for path, v in leaves:
+            q, slot, k = probs(path), v, 0
+            while slot >= t and k < min(K, len(q)):
+                tree.add(path + (k,))
+                new.append((path + (k,), v * q[k]))
+                k += 1
+                slot = v * (1 - sum(q[:k]))
+        leaves = new
+    return tree
+
+
+def test_dyspec_keeps_a_sibling_slot_worth_more_than_a_likelier_grandchild():
+    # the issue's counterexample: root p = [0.4, 0.35, …], the first child's best child 0.9, m = 2. By joint P
+    # {a, a1} (0.36 > 0.35); by slot value a's sibling slot is worth 1 − 0.4 = 0.6 > a's child slot 0.4: {a, b}
+    draft = {(): [0.4, 0.35, 0.25], (0,): [0.9, 0.1], (1,): [0.5, 0.5], (2,): [0.5, 0.5]}
+    tree = grow_offline(DySpec(m=2, K=3, d_max=3), synthetic_draft(lambda p: draft.get(p, [0.5, 0.5])))
+    assert tree_paths(tree) == {(0,), (1,)} == dyspec_heap(lambda p: draft.get(p, [0.5, 0.5]), 2, 3, 3)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_dyspec_budget_tree_is_alg1s_heap_tree(seed):
+    rng = np.random.default_rng(seed)
+    m, K, d_max = int(rng.integers(1, 25)), int(rng.integers(1, 5)), int(rng.integers(1, 6))
+    probs = random_draft(seed)
+    tree = grow_offline(DySpec(m=m, K=K, d_max=d_max), synthetic_draft(probs, K=K))
+    assert tree_paths(tree) == dyspec_heap(probs, m, K, d_max)
+
+
+def test_dyspec_threshold_draws_children_while_the_slot_is_worth_t():
+    # a geometric draft, p_k = 2^-(k+1): the k-th child of u is kept while P(u)·2^-k ≥ t, though its own P is less
+    def geometric(path):
+        return [0.5 ** (k + 1) for k in range(8)]
+    tree = grow_offline(DySpecThreshold(t=0.05, K=8, d_max=8), synthetic_draft(geometric))
+    reference = dyspec_layers(geometric, 0.05, 8, 8)
+    assert tree_paths(tree) == reference and len(reference) == 31
+    by_own_p = {p for p in reference if np.prod([0.5 ** (r + 1) for r in p]) >= 0.05}
+    assert len(by_own_p) == 15  # what keeping a child for its own P ≥ t gives
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_dyspec_threshold_tree_is_alg2s_tree(seed):
+    rng = np.random.default_rng(100 + seed)
+    t, K, d_max = float(rng.choice([0.3, 0.1, 0.05, 0.02])), int(rng.integers(1, 6)), int(rng.integers(1, 6))
+    probs = random_draft(100 + seed)
+    tree = grow_offline(DySpecThreshold(t=t, K=K, d_max=d_max), synthetic_draft(probs, K=K))
+    assert tree_paths(tree) == dyspec_layers(probs, t, K, d_max)
+
+
+# --- CAPE (seed 003 line ~614, its Table 2 settings at lines ~1362–1372) ---------------------------------------
+
+def test_cape_expands_only_the_top1_node_of_each_layer_with_widths_7_5_3_1():
+    conf = {(): 0.25, (0,): 0.5, (0, 0): 0.7, (0, 0, 0): 0.9, (0, 0, 0, 0): 0.25}  # buckets → widths 7, 5, 3, 1, 7
+
+    def probs(path):
+        c = conf.get(path, 0.25)
+        return [c] + [(1 - c) / 8] * 8  # max probability c, nine tokens offered
+    tree = grow_offline(CAPE(d=5), synthetic_draft(probs))
+    widths = {(): 7, (0,): 5, (0, 0): 3, (0, 0, 0): 1, (0, 0, 0, 0): 7}
+    assert tree_paths(tree) == {u + (r,) for u, w in widths.items() for r in range(w)}  # 23 nodes
+    flat = grow_offline(CAPE(d=5), synthetic_draft(lambda path: [0.25] + [0.75 / 8] * 8))
+    assert len(flat) - 1 == 35  # confidence 0.25 everywhere: 7 per layer, not 7 + 49 + … (every node expanded)
+
+
+# --- EAGLE-2 as C2T describes it (seed 000 lines ~53–57) --------------------------------------------------------
+
+@pytest.mark.parametrize("K, d_max", [(2, 3), (3, 3), (4, 3), (3, 5)])
+def test_eagle2_reranks_all_of_t1(K, d_max):
+    probs = random_draft(7)
+    t1 = grow_offline(Eagle2(K=K, d_max=d_max, N=10_000), synthetic_draft(probs, K=K))
+    assert len(t1) - 1 == K + (d_max - 1) * K * K  # |T1|: K², not K, nodes drafted per later layer
+    # T2 is the top N of all of T1 by joint P, unexpanded nodes included
+    n = K * d_max
+    t2 = grow_offline(Eagle2(K=K, d_max=d_max, N=n), synthetic_draft(probs, K=K))
+    best = sorted(t1.joint[1:].tolist(), reverse=True)[:n]
+    assert sorted(t2.joint[1:].tolist(), reverse=True) == pytest.approx(best)
+
+
+def test_eagle2_and_sglang_build_the_same_tree():
+    probs = random_draft(11)
+    ours = grow_offline(Eagle2(K=4, d_max=5, N=7), synthetic_draft(probs, K=4))
+    engine = grow_offline(SGLang(steps=5, topk=4, tokens=8), synthetic_draft(probs, K=4))
+    assert tree_paths(ours) == tree_paths(engine)
+
+
+# --- C2T Alg. 1 (seed 000 lines ~137–170): Fig. 3's β = 0.5, TopK = 2 ------------------------------------------
+
+def classifier_of_p(bar: float) -> C2TClassifier:
+    """A classifier of P alone whose confidence exceeds 0.5 exactly where P > bar (increasing in P)."""
+    model = C2TClassifier(features=("P",), hidden=1)
+    with torch.no_grad():
+        first, _, last = model.net
+        first.weight.fill_(1.0), first.bias.fill_(0.0), last.weight.fill_(40.0), last.bias.fill_(-40.0 * bar)
+    return model.eval()
+
+
+def test_c2t_scores_each_nodes_top_k_and_prunes_to_topk_per_layer():
+    # Fig. 3's β = 0.5 and TopK = 2: each node's 2 likeliest children are scored (4 in layer 2, not the layer's 2
+    # likeliest), those with C > β kept, the 2 most confident of each layer go on (per layer, not per tree)
+    draft = {(): [0.5, 0.4, 0.1], (0,): [0.6, 0.4], (1,): [0.55, 0.45], (0, 0): [0.9, 0.1], (1, 0): [0.6, 0.4]}
+
+    def grown(bar, topk, d_max=3):
+        return tree_paths(grow_offline(C2T(beta=0.5, K=2, d_max=d_max, topk=topk, model=classifier_of_p(bar)),
+                                       synthetic_draft(lambda p: draft.get(p, [0.5, 0.5]))))
+    # layer 2 scores P .3 .2 (under (0,)) and .22 .18 (under (1,)): all above .1, the 3 most confident go on
+    assert grown(0.1, topk=3, d_max=2) == {(0,), (1,), (0, 0), (1, 0), (0, 1)}
+    assert grown(0.1, topk=0, d_max=2) == {(0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1)}  # no second pruning
+    assert grown(0.1, topk=2) == {(0,), (1,), (0, 0), (1, 0), (0, 0, 0), (1, 0, 0)}  # 2 per layer, 3 layers
+    assert grown(0.21, topk=2) == {(0,), (1,), (0, 0), (1, 0), (0, 0, 0)}  # C ≤ β removes (0, 1), (1, 0, 0)…
+
+
+def test_c2t_classifier_names_with_a_plus_round_trip_through_a_spec(tmp_path, monkeypatch):
+    from spectree.strategies.c2t import save_classifier
+
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    (tmp_path / "data" / "c2t").mkdir(parents=True)
+    save_classifier(classifier_of_p(0.1), tmp_path / "data" / "c2t" / "mtbench8+humaneval8.safetensors")
+    policy = parse_strategy("c2t:beta=0.4,classifier=mtbench8+humaneval8")
+    assert policy.classifier == "mtbench8+humaneval8" and parse_strategy(policy.spec) == policy
+    hybrid = parse_strategy("c2t:classifier=mtbench8+humaneval8+lookup:len=4")
+    assert hybrid.base.classifier == "mtbench8+humaneval8" and len(hybrid.retrieval) == 1
+
+
+# --- Gunjur et al. (seed 001 lines ~60–65) -----------------------------------------------------------------------
+
+def test_simple_cutoff_keeps_the_high_entropy_token_as_the_last():
+    chain = Chain(k=8, stop="entropy", threshold=1.0)
+    assert tree_paths(grow_offline(chain, synthetic_draft(lambda p: [0.6, 0.4], lambda p: 1.5))) == {(0,)}
+    h = {(): 0.5, (0,): 0.5, (0, 0): 1.5}
+    tree = grow_offline(chain, synthetic_draft(lambda p: [0.6, 0.4], lambda p: h.get(p, 0.5)))
+    assert tree_paths(tree) == {(0,), (0, 0), (0, 0, 0)}  # the token drawn at H = 1.5 ends the chain
+
+
+def test_naive_width_is_the_cutoff_chain_with_top_k_at_its_last_index():
+    h = {(): 0.5, (0,): 0.5, (0, 0): 1.5}
+    tree = grow_offline(NaiveWidth(k=3, d=8), synthetic_draft(lambda p: [0.5, 0.3, 0.2], lambda p: h.get(p, 0.5)))
+    assert tree_paths(tree) == {(0,), (0, 0), (0, 0, 0), (0, 0, 1), (0, 0, 2)}
+    short = grow_offline(NaiveWidth(k=3, d=2), synthetic_draft(lambda p: [0.5, 0.3, 0.2], lambda p: 0.1))
+    assert tree_paths(short) == {(0,), (0, 0), (0, 1), (0, 2)}  # no high entropy: the last index is depth d
+
+
+# --- PCT (seed 003 §3.2, Fig. 4's s_d/s_t = 0.1 and leaf cut 0.05) ----------------------------------------------
+
+def test_pct_expands_while_path_confidence_reaches_sd_over_st_and_drops_weak_leaves():
+    draft = {(): [0.62, 0.3, 0.08], (0,): [0.5, 0.3, 0.2], (1,): [0.5, 0.5], (0, 0): [0.4, 0.3, 0.3]}
+    tree = grow_offline(PCT(ratio=0.1, k=3, d_max=4, leaf_min=0.05),
+                        synthetic_draft(lambda p: draft.get(p, [0.2, 0.1, 0.1]), K=3))
+    # expanded: P ≥ 0.1 (the root, (0,) .62, (1,) .3, (0, i) .31/.19/.12, (1, i) .15, (0, 0, 0) .12), not (2,) .08;
+    # then the leaves below 0.05 go: every child of (0, 1), (0, 2), (1, i) and of (0, 0, 0)
+    assert tree_paths(tree) == {(0,), (1,), (2,), (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (0, 0, 0), (0, 0, 1),
+                                (0, 0, 2)}
+
+
+def test_value_picking_policies_are_not_marked_sampling_safe():
+    safe = {spec: parse_strategy(spec).sampling_safe for spec in
+            ["dyspec", "dyspec_threshold", "cape", "naive_width", "entropy", "chain:stop=entropy,threshold=1",
+             "pct:ratio=0.1,leaf_min=0", "eagle2", "pct:ratio=0.1", "chain:stop=dyjoint,threshold=0.08"]}
+    assert safe == {"dyspec": True, "dyspec_threshold": True, "cape": True, "naive_width": True, "entropy": True,
+                    "chain:stop=entropy,threshold=1": True, "pct:ratio=0.1,leaf_min=0": True, "eagle2": False,
+                    "pct:ratio=0.1": False, "chain:stop=dyjoint,threshold=0.08": False}

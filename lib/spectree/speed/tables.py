@@ -40,11 +40,12 @@ def equal_budget_sequences(m: int, K: int = 8) -> Sequences:
 
 
 def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[str], budget: int = 32,
-                     K: int = 8, depth: int = 6) -> dict[str, Policy]:
+                     K: int = 8, depth: int = 6, gunjur_depth: int = 4) -> dict[str, Policy]:
     """label → policy for the live table (PCT's s_d/s_t and Sequoia's p are measured inputs). EAGLE-2 and C2T draft
     with K children per node to `depth` (C2T's main tables: 15 and 10); DySpec, SpecInfer-style sequences and
-    Sequoia get the same `budget` of draft tokens. Besides the papers' settings it times three small trees, the
-    sizes a CPU rewards on prepacked kernels (docs/decoder.md)."""
+    Sequoia get the same `budget` of draft tokens; Gunjur's B(H) trees go to `gunjur_depth` (the paper's 4: with a
+    draft of high entropy B(H) = 7 at every node, 2,800 nodes a tree). Besides the papers' settings it times three
+    small trees, the sizes a CPU rewards on prepacked kernels (docs/decoder.md)."""
     policies: dict[str, Policy] = {
         "AR (our loop)": autoregressive(),
         "chain-2": Chain(k=2),
@@ -55,8 +56,8 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
         "simple cutoff": Chain(k=10, stop="entropy", threshold=1.0),  # C2T Table 3: dynamic chains of at most 10
         "DyMax chain": Chain(k=10, stop="dymax", threshold=0.3),
         "DyJoint chain": Chain(k=10, stop="dyjoint", threshold=0.08),
-        "dyn width only": EntropyBranching(d=4),
-        "dyn width + depth": EntropyBranching(d=8, cutoff=2.5),
+        "dyn width only": EntropyBranching(d=gunjur_depth),
+        "dyn width + depth": EntropyBranching(d=2 * gunjur_depth, cutoff=2.5),  # the paper gives no depth rule
         f"SpecInfer-style m={budget}": equal_budget_sequences(budget),
         f"Sequoia n={budget}": Sequoia(n=budget, p=acceptance),
         f"EAGLE-2 N={budget}": Eagle2(K=K, d_max=depth, N=budget),

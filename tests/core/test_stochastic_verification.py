@@ -45,9 +45,9 @@ pytestmark = pytest.mark.slow
 
 V = 6
 CTX0 = (0,)  # the committed context before sampling; its last token is the first tree's root
-N_SAMPLES = 80_000  # per k-ary configuration (half per other shape)
-N_CONTROL = 20_000  # the broken verifier is caught with a quarter of the samples
-N_POLICY = 20_000  # per registered policy (its controls fail at this size with p < 1e-6)
+N_SAMPLES = 40_000  # per k-ary configuration (half per other shape)
+N_CONTROL = 10_000  # the broken verifiers and policies are caught with a quarter of the samples
+N_POLICY = 10_000  # per registered policy: the policy controls fail at this size with p < 1e-6
 CHUNK = 20_000  # samples drafted as one forest
 P_MIN = 0.01  # a correct verifier must pass the chi-square test at this level
 P_CONTROL = 1e-6  # a broken one must fail it at this level

@@ -20,7 +20,7 @@ POLICY_SPECS = ["chain:k=3", "chain:k=4,stop=entropy,threshold=1.0", "chain:k=4,
                 "chain:k=4,stop=dyjoint,threshold=0.08", "sequences:k=3,d=3", "sequoia:n=6,p=0.6/0.2/0.1", "vct:w=2,d=3",
                 "kary:b=2,d=3", "entropy:d=3", "entropy:d=4,cutoff=4.4", "naive_width:k=3,d=3", "eagle2:K=3,d_max=4,N=8",
                 "dyspec:m=10,K=3,d_max=4", "dyspec_threshold:t=0.02,K=3,d_max=4", "pct:ratio=0.05,k=3,d_max=4",
-                "cape:d=3", "sglang:steps=3,topk=3,tokens=8", "trtllm:layers=3,topk=3,tokens=6,non_leaves=2",
+                "cape:d=3", "sglang:steps=3,topk=3,tokens=8", "trtllm:layers=3,topk=3,tokens=6",
                 "choices:paths=0/1/0.0/0.1/1.0/0.0.0"]
 
 #        0

@@ -284,8 +284,8 @@ def test_confirm_live_decodes_the_hybrid(forest, tiny_target, draft, classifier)
 
 @pytest.mark.parametrize("family, settings, engine", [
     ("SGLang", {"steps": 3, "topk": 3, "tokens": 8}, "sglang"),
-    ("TensorRT-LLM", {"layers": 3, "topk": 4, "tokens": 9, "non_leaves": 0}, "trtllm"),
-    ("vLLM tree", {"widths": "3, 2"}, "vllm"),
+    ("TensorRT-LLM", {"layers": 3, "topk": 4, "tokens": 9}, "trtllm"),
+    ("vLLM", {"tokens": 3}, "vllm"),
 ])
 def test_an_engine_family_shows_its_knobs_score_and_config_text(explorer, forest, family, settings, engine):
     """Picking a serving engine's family: its knobs, the replayed score of its rule, and the text to paste."""
@@ -298,9 +298,9 @@ def test_an_engine_family_shows_its_knobs_score_and_config_text(explorer, forest
     assert values["tau"] == ex.score(forest, policy, COST)["tau"]
     assert values["config"] == policy.engine_config(engine) == explorer.config.value
     assert explorer.config.layout.display is None
-    if family == "vLLM tree":
-        explorer.fields[family]["widths"].value = "2"  # one level: a tree of two tokens
-        assert not explorer.values()["error"] and explorer.values()["gamma"] <= 2
+    if family == "vLLM":
+        explorer.fields[family]["tokens"].value = 1  # a chain of one token
+        assert not explorer.values()["error"] and explorer.values()["gamma"] <= 1
     if family == "SGLang":
         explorer.fields["SGLang"]["topk"].value = 1  # topk 1 needs tokens = steps + 1: refused, in one line
         assert "with topk=1 SGLang sets tokens" in explorer.values()["error"] and explorer.values()["config"] == ""
@@ -308,7 +308,3 @@ def test_an_engine_family_shows_its_knobs_score_and_config_text(explorer, forest
     assert explorer.config.layout.display == "none" and explorer.values()["config"] == ""
 
 
-def test_vllm_widths_are_checked():
-    with pytest.raises(SpectreeError, match="whole numbers >= 1"):
-        ex.parse_widths("3, x")
-    assert ex.parse_widths(" 3,2 ,1") == (3, 2, 1)

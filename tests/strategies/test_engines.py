@@ -1,7 +1,9 @@
-"""The serving engines' tree rules (`strategies.engines`): SGLang's EAGLE-2 tree equals an independent reading of its
-rule (sgl-project/sglang spec_utils.select_top_k_tokens + eagle_utils.organize_draft_results); TensorRT-LLM's dynamic
-tree is the same rule with the root left out of its budget; static choices parse, export and parse back to the same
-tree; the emitted config text matches the engines' documented examples."""
+"""The serving engines' tree rules (`strategies.engines`), each against an independent reading of the engine's source
+on hundreds of random synthetic drafts (continuous probabilities: no ties): SGLang's EAGLE-2 tree
+(sgl-project/sglang spec_utils.select_top_k_tokens + eagle_utils.organize_draft_results), TensorRT-LLM's dynamic tree
+(tensorrt_llm/_torch/speculative/eagle3_dynamic_tree.py: the root out of its budget) and its static `eagle_choices`
+(a node with c listed children drafts its top c); static choices parse, export and parse back to the same tree; the
+emitted config text matches the engines' documented examples, and a tree an engine would not build is refused."""
 from __future__ import annotations
 
 import ast
@@ -16,15 +18,21 @@ from helpers import grow_offline
 from spectree.core.errors import SpectreeError
 from spectree.core.tree import DraftTree, Nodes
 from spectree.strategies import parse_strategy
-from spectree.strategies.engines import Choices, format_paths, uniform
+from spectree.strategies.engines import Choices, format_paths, reranked
 
 
 def random_offer(k: int, seed: int = 0):
-    """k children per frontier node with seeded random, sorted probabilities (offer order = rank order, as top-k)."""
+    """k children per frontier node with seeded random, sorted probabilities (offer order = rank order, as top-k).
+    A node's children depend on the node (its joint probability) and the seed only, not on the order in which a
+    policy or a reference feeds its frontier."""
     def offer(tree: DraftTree, frontier: torch.Tensor) -> Nodes:
-        g = torch.Generator().manual_seed(seed + 1000 * len(tree) + int(frontier.sum()))
         f = len(frontier)
-        p = torch.rand(f, k, generator=g).softmax(-1).sort(-1, descending=True).values  # [f, k]
+        rows = []
+        for node in frontier.tolist():
+            g = torch.Generator().manual_seed(seed * 1_000_003 + int(float(tree.joint[node]) * 2**40) % 2**31)
+            rows.append(torch.rand(k, generator=g))
+        p = torch.stack(rows).softmax(-1).sort(-1, descending=True).values  # [f, k]
+        g = torch.Generator().manual_seed(seed)
         parents = frontier[:, None].expand(f, k)
         return Nodes(tokens=torch.randint(0, 99, (f, k), generator=g).flatten(), parents=parents.flatten(),
                      depth=(tree.depth[parents] + 1).flatten(), draft_prob=p.flatten(),
@@ -53,23 +61,101 @@ def paths_of(tree: DraftTree) -> set[tuple[float, ...]]:
     return {tuple(round(float(tree.joint[j]), 9) for j in tree.path_to(i)) for i in range(1, len(tree))}
 
 
-@pytest.mark.parametrize("steps, topk, tokens", [(3, 2, 6), (4, 3, 12), (5, 4, 8), (2, 4, 20), (6, 1, 7)])
-def test_sglang_tree_is_sglangs_rule(steps, topk, tokens):
-    policy = parse_strategy(f"sglang:steps={steps},topk={topk},tokens={tokens}")
-    for seed in range(3):
-        grown = grow_offline(policy, random_offer(topk, seed))
+def random_settings(n: int, seed: int) -> list[tuple[int, int, int, int]]:
+    """n random (depth, topk, budget without the root, draft seed) within the engines' validation."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        depth, topk = int(rng.integers(1, 6)), int(rng.integers(1, 5))
+        cap = topk + (depth - 1) * topk * topk
+        out.append((depth, topk, int(rng.integers(depth, min(cap, topk * depth) + 1)), int(rng.integers(10_000))))
+    return out
+
+
+def test_sglang_tree_is_sglangs_rule_on_hundreds_of_random_drafts():
+    for steps, topk, budget, seed in random_settings(200, 1):
+        tokens = steps + 1 if topk == 1 else budget + 1  # topk 1: SGLang's chain
+        grown = grow_offline(parse_strategy(f"sglang:steps={steps},topk={topk},tokens={tokens}"),
+                             random_offer(topk, seed))
         assert len(grown) == tokens  # the verify width: tokens, root included
-        assert paths_of(grown) == sglang_reference(steps, topk, tokens, random_offer(topk, seed))
+        assert paths_of(grown) == sglang_reference(steps, topk, tokens, random_offer(topk, seed)), (steps, topk, tokens)
 
 
-def test_trtllm_dynamic_tree_is_sglangs_rule_with_the_root_out_of_its_budget():
-    for seed in range(3):
-        trt = grow_offline(parse_strategy("trtllm:layers=4,topk=3,tokens=9"), random_offer(3, seed))
-        sgl = grow_offline(parse_strategy("sglang:steps=4,topk=3,tokens=10"), random_offer(3, seed))
-        assert paths_of(trt) == paths_of(sgl) and len(trt) == 10
-    capped = grow_offline(parse_strategy("trtllm:layers=4,topk=3,tokens=12,non_leaves=1"), random_offer(3))
-    assert max(capped.depth.tolist()) == 4 and len(capped) == 13
-    assert len(set(capped.parents[capped.depth >= 2].tolist()) - {0}) <= 3  # one expanded node per layer
+def trtllm_reference(layers: int, topk: int, tokens: int, offer) -> set[tuple[float, ...]]:
+    """TensorRT-LLM's dynamic tree read independently from eagle3_dynamic_tree.py: a history of every drafted token
+    with its cumulative score and parent; layer 0 drafts the root's top-K; each later layer drafts the top-K children
+    of the K history entries of the previous layer with the largest score; the final tree is the max_total_draft_tokens
+    entries of the whole history with the largest score (the root is not in the history)."""
+    tree = DraftTree.root(0, 5)
+    history: list[int] = []  # node ids, in drafting order
+    previous = torch.tensor([0])
+    for _ in range(layers):
+        layer = tree.add(offer(tree, previous)).tolist()
+        history += layer
+        scores = np.array([float(tree.joint[i]) for i in layer])
+        previous = torch.tensor([layer[j] for j in np.argsort(-scores, kind="stable")[:topk]])
+    scores = np.array([float(tree.joint[i]) for i in history])
+    chosen = [history[j] for j in np.argsort(-scores, kind="stable")[:tokens]]
+    return {tuple(round(float(tree.joint[j]), 9) for j in tree.path_to(i)) for i in chosen}
+
+
+def test_trtllm_dynamic_tree_is_its_rule_on_hundreds_of_random_drafts():
+    for layers, topk, tokens, seed in random_settings(200, 2):
+        if topk == 1:
+            tokens = layers  # K·L = L
+        grown = grow_offline(parse_strategy(f"trtllm:layers={layers},topk={topk},tokens={tokens}"),
+                             random_offer(topk, seed))
+        assert len(grown) == tokens + 1  # max_total_draft_tokens leaves the root out
+        assert paths_of(grown) == trtllm_reference(layers, topk, tokens, random_offer(topk, seed)), (layers, topk)
+
+
+def eagle_choices_reference(listed) -> set[tuple[int, ...]]:
+    """What TensorRT-LLM drafts for `eagle_choices` (spec_tree_manager: per node the number of listed children c, and
+    the top-c tokens drafted there), as rank paths: walk the listed tree breadth first, counting children."""
+    by_parent: dict[tuple, list] = {}
+    for path in sorted(map(tuple, listed), key=lambda q: (len(q), q)):
+        by_parent.setdefault(path[:-1], []).append(path)
+    drafted, queue = set(), [((), ())]
+    while queue:
+        listed_node, rank_path = queue.pop(0)
+        for i, child in enumerate(by_parent.get(listed_node, [])):  # the i-th listed child is drafted as rank i
+            drafted.add(rank_path + (i,))
+            queue.append((child, rank_path + (i,)))
+    return drafted
+
+
+def random_tree(rng: np.random.Generator, gaps: bool) -> frozenset:
+    """A random rooted tree of rank paths (ranks < 4, depth ≤ 4), with or without skipped ranks."""
+    shape, frontier = set(), [()]
+    while frontier:
+        parent = frontier.pop()
+        if len(parent) == 4:
+            continue
+        c = int(rng.integers(0, 4 if parent else 3) + (0 if parent else 1))
+        ranks = sorted(rng.choice(4, size=c, replace=False).tolist()) if gaps else list(range(c))
+        for r in ranks:
+            shape.add(parent + (r,))
+            frontier.append(parent + (r,))
+    return frozenset(shape)
+
+
+def test_eagle_choices_are_drafted_as_trtllm_drafts_them_and_gaps_are_refused():
+    rng = np.random.default_rng(3)
+    for i in range(300):
+        shape = random_tree(rng, gaps=i % 2 == 1)
+        policy = Choices(paths=format_paths(shape))
+        drafted = eagle_choices_reference(policy.listed())
+        assert reranked(shape) == drafted
+        if drafted == shape:  # no gaps: the config lists the tree, and the policy drafts the same ranks
+            trt = yaml.safe_load(policy.engine_config("trtllm"))["speculative_config"]
+            assert {tuple(p) for p in trt["eagle_choices"]} == shape
+            grown = grow_offline(policy, random_offer(4, i))
+            assert {tuple(int(grown.rank[j]) for j in grown.path_to(n)[1:]) for n in range(1, len(grown))} == shape
+        else:
+            with pytest.raises(SpectreeError, match="would be drafted as choices:paths=" + format_paths(drafted)):
+                policy.engine_config("trtllm")
+    with pytest.raises(SpectreeError, match=r"drafted as choices:paths=0/1;"):
+        parse_strategy("choices:paths=0/2").engine_config("trtllm")
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -93,13 +179,9 @@ def test_choices_export_and_parse_back_to_the_same_tree(tmp_path):
     assert Choices(file=str(tmp_path / "choices.json")).shape == policy.shape
     trt = yaml.safe_load(policy.engine_config("trtllm"))["speculative_config"]
     assert {tuple(p) for p in trt["eagle_choices"]} == policy.shape and trt["max_draft_len"] == 3
-    uniform_tree = parse_strategy("choices:paths=0/1/2/0.0/0.1/1.0/1.1/2.0/2.1")
-    vllm = json.loads(uniform_tree.engine_config("vllm"))
-    assert set(ast.literal_eval(vllm["speculative_token_tree"])) == uniform_tree.shape
-    assert vllm["num_speculative_tokens"] == 9
-    assert not uniform(policy.shape) and uniform(uniform_tree.shape)
-    with pytest.raises(SpectreeError, match="same number of children"):
+    with pytest.raises(SpectreeError, match="vLLM drafts a chain of num_speculative_tokens tokens"):
         policy.engine_config("vllm")
+    assert json.loads(parse_strategy("choices:paths=0/0.0/0.0.0").engine_config("vllm"))["num_speculative_tokens"] == 3
     with pytest.raises(SpectreeError, match="not a setting sglang can take"):
         policy.engine_config("sglang")
 
@@ -117,13 +199,27 @@ def test_config_text_matches_the_engines_documented_examples():
         "--speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 16").split()
     documented = {"decoding_type": "Eagle3", "max_draft_len": 6, "speculative_model": "/path/to/eagle3_model",
                   "use_dynamic_tree": True, "dynamic_tree_max_topK": 10, "max_total_draft_tokens": 60}
-    ours = yaml.safe_load(parse_strategy("trtllm:layers=6,topk=10,tokens=60").engine_config("trtllm",
-                                                                                             "/path/to/eagle3_model"))
+    ours = yaml.safe_load(parse_strategy("trtllm:layers=6,topk=10,tokens=60").engine_config(
+        "trtllm", "/path/to/eagle3_model", draft_kind="eagle3"))
     assert ours == {"speculative_config": documented}
     linear = yaml.safe_load(parse_strategy("choices:paths=0/0.0").engine_config("trtllm", "m"))["speculative_config"]
     assert linear["eagle_choices"] == [[0], [0, 0]] and linear["max_draft_len"] == 2
     vllm = json.loads(parse_strategy("choices:paths=0/0.0").engine_config("vllm", "yuhuili/EAGLE-LLaMA3-Instruct-8B"))
     assert vllm == {"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 2}
+    assert "max_non_leaves_per_layer" not in parse_strategy("trtllm").engine_config("trtllm")
+
+
+@pytest.mark.parametrize("engine, spec, eagle, eagle3", [
+    ("sglang", "sglang", "--speculative-algorithm EAGLE ", "--speculative-algorithm EAGLE3 "),
+    ("trtllm", "trtllm", "decoding_type: Eagle\n", "decoding_type: Eagle3\n"),
+    ("trtllm", "choices:paths=0/1", "decoding_type: Eagle\n", "decoding_type: Eagle3\n"),
+    ("vllm", "choices:paths=0/0.0", '"method": "eagle"', '"method": "eagle3"'),
+])
+def test_the_draft_kind_picks_each_engines_own_name(engine, spec, eagle, eagle3):
+    policy = parse_strategy(spec)
+    assert eagle in policy.engine_config(engine) and eagle3 in policy.engine_config(engine, draft_kind="eagle3")
+    with pytest.raises(SpectreeError, match="use eagle .* or eagle3"):
+        policy.engine_config(engine, draft_kind="medusa")
 
 
 def test_engine_trees_keep_their_root_connected_under_ties():

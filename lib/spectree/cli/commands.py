@@ -199,7 +199,7 @@ def cmd_tune(args) -> int:
     path, prompts = _tune_logbook(args, engine)
     given = load_cost_model(args.cost_model) if args.cost_model else None
     report = run_tune(engine, path, prompts, args.pair, args.prompts, args.max_new_tokens, _placed(args), given,
-                      args.top, args.draft_model, args.token_map)
+                      args.top, args.draft_model, args.token_map, args.draft_kind)
     _write_json(args.json, report)
     return 0
 

@@ -32,8 +32,8 @@ from spectree.strategies.engines import choices_of
 
 FAMILIES = {"C2T": "c2t", "EAGLE-2": "eagle2", "DySpec budget": "dyspec", "DySpec threshold": "dyspec_threshold",
             "PCT": "pct", "B(H)": "entropy", "SGLang": "sglang", "TensorRT-LLM": "trtllm",
-            "vLLM tree": "choices"}  # explorer family → strategy name
-ENGINE_OF = {"SGLang": "sglang", "TensorRT-LLM": "trtllm", "vLLM tree": "vllm"}  # the serving engines' families
+            "vLLM": "choices"}  # explorer family → strategy name
+ENGINE_OF = {"SGLang": "sglang", "TensorRT-LLM": "trtllm", "vLLM": "vllm"}  # the serving engines' families
 RETRIEVAL = {"none": (), "lookup": (Lookup,), "suffix": (Suffix,), "lookup+suffix": (Lookup, Suffix)}  # → proposers
 
 
@@ -92,21 +92,9 @@ def policy_for(family: str, settings: dict[str, Any], classifier: Optional[C2TCl
         text = settings[settings["mode"]]
         branching = parse_expression(text) if settings["mode"] == "expression" else parse_table(text)
         return EntropyBranching(**params, branching=branching)
-    if family == "vLLM tree":
-        return choices_of(parse_widths(settings["widths"]))
+    if family == "vLLM":  # num_speculative_tokens: a chain (vLLM verifies no tree)
+        return choices_of((1,) * int(settings["tokens"]))
     return REGISTRY[FAMILIES[family]](**params)
-
-
-def parse_widths(text: str) -> tuple[int, ...]:
-    """'3, 2, 1' → (3, 2, 1): a tree's children per node at each depth (vLLM's per-level tree)."""
-    try:
-        widths = tuple(int(w) for w in str(text).replace(" ", "").split(",") if w)
-    except ValueError:
-        widths = ()
-    if not widths or min(widths) < 1:
-        raise SpectreeError(f"widths: give whole numbers >= 1 separated by commas (children per node at each depth), "
-                            f"e.g. 3, 2, 1; got '{text}'")
-    return widths
 
 
 def engine_text(family: str, policy: Policy) -> str:

@@ -50,7 +50,8 @@ def trtllm_grid() -> list[Policy]:
 
 
 def vllm_grid() -> list[Policy]:
-    return [choices_of(ws) for ws in uniform_trees()]
+    """Chains of 1 to 8 tokens: vLLM verifies chains only (`strategies.engines`)."""
+    return [choices_of((1,) * d) for d in DEPTHS]
 
 
 @dataclass(frozen=True)
@@ -233,10 +234,11 @@ def tune_report(table: pd.DataFrame, skipped: dict[str, str], engine: Engine, or
 
 def run_tune(engine: Engine, path: Optional[Path], prompts: Optional[list], pair: Optional[str],
              prompt_spec: Optional[str], max_new_tokens: int, placed: dict, given, top: int,
-             draft_model: Optional[str], token_map: Optional[Path]) -> dict[str, Any]:
+             draft_model: Optional[str], token_map: Optional[Path], draft_kind: str = "eagle") -> dict[str, Any]:
     """`python -m spectree tune` once its arguments are checked (`cli.cmd_tune`): the logbook at `path`, or the
     `prompts` logged first for `pair`; the cost model `given` (CostModel, origin) or the pair's on this machine; the
-    ranked settings and the best as the engine's config text printed; the token map written. Returns the report."""
+    ranked settings and the best as the engine's config text (for a `draft_kind` draft) printed; the token map
+    written. Returns the report."""
     from dataclasses import replace
 
     from spectree.replay.logbook import logbook_tag, read_logbook, write_logbook
@@ -275,7 +277,7 @@ def run_tune(engine: Engine, path: Optional[Path], prompts: Optional[list], pair
     written = str(write_token_map(pair, token_map)) if token_map else ""
     best = parse_strategy(table.spec.iloc[0])
     print(f"\nthe best setting as {engine.name} takes it:\n" + best.engine_config(engine.name, draft_model or DRAFT,
-                                                                                    written))
+                                                                                    written, draft_kind))
     if written:
         print(f"wrote the token map {written}")
     return {**tune_report(table, skipped, engine, origin), "logbook": str(path), "pair": pair}

@@ -1,5 +1,5 @@
 """The interactive explorer (ipywidgets): pick a tree policy family (a paper's, or a serving engine's: SGLang,
-TensorRT-LLM, a vLLM tree, with the engine's config text for the current knobs), move its knobs, and see τ, γ, τ/γ and
+TensorRT-LLM, a vLLM chain, with the engine's config text for the current knobs), move its knobs, and see τ, γ, τ/γ and
 the estimated speedup (replay + cost model, `reports.explorer`), optionally with retrieval branches
 (prompt lookup, the suffix index: the "retrieval" dropdown and the "branch len" slider) grafted into its
 trees, the policy on the τ–γ plane of a fixed comparison set, and one logged tree with the nodes it keeps.
@@ -130,10 +130,8 @@ class Explorer:
                        "tokens": _int("draft tokens", 8, 2, 128)},
             "TensorRT-LLM": {"layers": _int("max_draft_len", min(6, D), 1, D),
                              "topk": _int("dynamic topK", min(10, K), 1, K),
-                             "tokens": _int("total draft tok.", min(60, K * D), 1, 128),
-                             "non_leaves": _int("non-leaves (0 off)", 0, 0, K)},
-            "vLLM tree": {"widths": W.Text(value="2, 2, 1", description="widths per depth", continuous_update=False,
-                                           style={"description_width": "110px"})},
+                             "tokens": _int("total draft tok.", min(60, K * D), 1, 128)},
+            "vLLM": {"tokens": _int("spec. tokens", min(2, D), 1, D)},  # vLLM drafts a chain of this many
         }
 
     def _show_params(self) -> None:
@@ -179,7 +177,7 @@ class Explorer:
             values.update(error=str(err), tau=math.nan, gamma=math.nan, tau_per_gamma=math.nan, speedup=math.nan,
                           config="")
         self.config.value = values["config"] or "(the engines run the families below their own names: SGLang, " \
-                                                "TensorRT-LLM, vLLM tree)"
+                                                "TensorRT-LLM, vLLM)"
         self.config.layout.display = None if family in ex.ENGINE_OF else "none"
         self._values = values
         self.timing["score_ms"] = 1000 * (time.perf_counter() - t0)

@@ -9,16 +9,18 @@ Read from the engines' sources (described, not copied; the workbook's notes on e
   at each later step every expanded node offers its top K children, all K² are drafted and the K of largest joint
   probability are expanded; after S levels the N − 1 drafted nodes of largest joint probability are verified (N
   counts the root). topk = 1 makes it a chain of S (N = S + 1).
-- **TensorRT-LLM** dynamic tree (`EagleDecodingConfig(use_dynamic_tree=True, max_draft_len=L,
+- **TensorRT-LLM** dynamic tree (`Eagle3DecodingConfig(use_dynamic_tree=True, max_draft_len=L,
   dynamic_tree_max_topK=K, max_total_draft_tokens=M)`), NVIDIA/TensorRT-LLM
   `tensorrt_llm/_torch/speculative/eagle3_dynamic_tree.py` (commit 470bb720) and `llmapi/llm_args.py` (commit
-  00439672): the same rule, its budget M excluding the root and validated to L ≤ M ≤ K·L. `non_leaves` is the legacy
-  TensorRT engine's `max_non_leaves_per_layer` (cpp/.../eagleDecodingKernels.h, commit 89fd9b74), which caps the
-  nodes expanded per layer; the PyTorch path expands K.
-- **Static choices** (TensorRT-LLM `eagle_choices`, vLLM `speculative_token_tree`, Medusa `medusa_choices`): a fixed
-  tree given as the paths of its nodes, each a list of child ranks from the root (`[0, 1]`: the second child of the
-  root's first). Conditioned on the path, as in EAGLE; Medusa's heads instead give a depth's rank the same token
-  whatever the parent (docs/deploy.md).
+  fcd3f316): the same rule, its budget M excluding the root and validated to L ≤ M ≤ K·L. The config also accepts
+  `max_non_leaves_per_layer`, which the dynamic-tree worker never reads (it expands K per layer), so no setting here
+  writes it.
+- **Static choices** (TensorRT-LLM `eagle_choices`): a fixed tree given as the paths of its nodes, each a list of child
+  ranks from the root (`[0, 1]`: the second child of the root's first). A node with c listed children drafts its
+  top c, so a tree whose ranks skip one (`[[0], [2]]`) is drafted as another (`[[0], [1]]`) and is refused.
+- **vLLM** (`--speculative-config '{"method": "eagle", "num_speculative_tokens": n}'`): a chain of n. No tree-aware
+  verification was merged and tree attention was removed (vllm-project/vllm PR #42121, merged 2026-05-08); earlier
+  versions drafted a chain unless the TREE_ATTN backend was selected. A branching tree is refused for vLLM.
 
 They build EAGLE-2's tree (`strategies.eagle2.EagleTree`, the rule written once): rerank every drafted candidate,
 K² per level; they differ from the paper only in how they name its numbers.
@@ -38,6 +40,18 @@ from spectree.strategies.eagle2 import EagleTree
 from spectree.strategies.static import StaticShape
 
 DRAFT = "<your EAGLE draft>"  # the draft model's path in config text, until the user names theirs
+# --draft-kind: an EAGLE-1/2 head or an EAGLE-3 head; each engine names the two in its own words
+ALGORITHMS = {"sglang": {"eagle": "EAGLE", "eagle3": "EAGLE3"},  # --speculative-algorithm
+              "trtllm": {"eagle": "Eagle", "eagle3": "Eagle3"},  # speculative_config.decoding_type
+              "vllm": {"eagle": "eagle", "eagle3": "eagle3"}}  # --speculative-config's "method"
+DRAFT_KINDS = ("eagle", "eagle3")
+
+
+def algorithm(engine: str, draft_kind: str) -> str:
+    """The engine's name for a draft of this kind (`ALGORITHMS`), or one clear error."""
+    if draft_kind not in DRAFT_KINDS:
+        raise SpectreeError(f"draft kind '{draft_kind}': use eagle (an EAGLE-1/2 head) or eagle3 (an EAGLE-3 head)")
+    return ALGORITHMS[engine][draft_kind]
 
 
 @dataclass
@@ -79,10 +93,10 @@ class SGLang(EagleTree):
     def kept(self) -> int:
         return self.tokens - 1
 
-    def engine_config(self, engine: str, draft: str = DRAFT, token_map: str = "") -> str:
+    def engine_config(self, engine: str, draft: str = DRAFT, token_map: str = "", draft_kind: str = "eagle") -> str:
         """SGLang server flags (`python -m sglang.launch_server --model ... FLAGS`)."""
         expect(self, engine, "sglang")
-        flags = [f"--speculative-algorithm EAGLE --speculative-draft-model-path {draft}",
+        flags = [f"--speculative-algorithm {algorithm(engine, draft_kind)} --speculative-draft-model-path {draft}",
                  f"--speculative-num-steps {self.steps} --speculative-eagle-topk {self.topk} "
                  f"--speculative-num-draft-tokens {self.tokens}"]
         return " \\\n".join(flags + ([f"--speculative-token-map {token_map}"] if token_map else []))
@@ -90,14 +104,13 @@ class SGLang(EagleTree):
 
 @dataclass
 class TRTLLM(EagleTree):
-    """TensorRT-LLM's dynamic tree: layers = max_draft_len (depth), topk = dynamic_tree_max_topK, tokens =
-    max_total_draft_tokens (root excluded; L ≤ tokens ≤ topk·L), non_leaves = max_non_leaves_per_layer (0: topk,
-    the PyTorch path). Defaults: its documented example (6, 10, 60)."""
+    """TensorRT-LLM's dynamic tree: layers = max_draft_len (depth), topk = dynamic_tree_max_topK (children per
+    expanded node, nodes expanded per layer), tokens = max_total_draft_tokens (root excluded; L ≤ tokens ≤ topk·L).
+    Defaults: its documented example (6, 10, 60)."""
 
     layers: int = 6
     topk: int = 10
     tokens: int = 60
-    non_leaves: int = 0
 
     name = "trtllm"
     param_names: ClassVar[dict[str, str]] = {"K": "topk", "d_max": "layers"}
@@ -105,8 +118,8 @@ class TRTLLM(EagleTree):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.layers < 1 or self.non_leaves < 0:
-            raise SpectreeError(f"trtllm: layers must be >= 1 and non_leaves >= 0, got {self.spec}")
+        if self.layers < 1:
+            raise SpectreeError(f"trtllm: layers must be >= 1, got {self.spec}")
         if not self.layers <= self.tokens <= self.topk * self.layers:
             raise SpectreeError(f"trtllm: TensorRT-LLM requires max_draft_len <= max_total_draft_tokens <= "
                                 f"dynamic_tree_max_topK·max_draft_len ({self.layers} <= tokens <= "
@@ -121,23 +134,25 @@ class TRTLLM(EagleTree):
         return self.layers
 
     def expanded(self) -> int:
-        return min(self.topk, self.non_leaves or self.topk)
+        return self.topk
 
     def kept(self) -> int:
         return self.tokens
 
-    def engine_config(self, engine: str, draft: str = DRAFT, token_map: str = "") -> str:
+    def engine_config(self, engine: str, draft: str = DRAFT, token_map: str = "", draft_kind: str = "eagle") -> str:
         """TensorRT-LLM's `speculative_config` as YAML (trtllm-serve --config / LLM(speculative_config=...)): the
         dynamic tree, or the linear drafter at topk = 1 (which TensorRT-LLM runs for a top-1 tree)."""
         expect(self, engine, "trtllm")
-        lines = ["speculative_config:", "  decoding_type: Eagle3", f"  max_draft_len: {self.layers}",
-                 f"  speculative_model: {draft}"]
+        lines = trtllm_header(self.layers, draft, draft_kind)
         if self.topk > 1:
             lines += ["  use_dynamic_tree: true", f"  dynamic_tree_max_topK: {self.topk}",
                       f"  max_total_draft_tokens: {self.tokens}"]
-        if self.non_leaves:
-            lines.append(f"  max_non_leaves_per_layer: {self.non_leaves}  # the legacy TensorRT engine's cap")
         return "\n".join(lines)
+
+
+def trtllm_header(layers: int, draft: str, draft_kind: str) -> list[str]:
+    return ["speculative_config:", f"  decoding_type: {algorithm('trtllm', draft_kind)}",
+            f"  max_draft_len: {layers}", f"  speculative_model: {draft}"]
 
 
 def parse_paths(text: str) -> frozenset:
@@ -198,35 +213,37 @@ class Choices(StaticShape):
         """The paths as the engines list them: breadth first, each a list of child ranks."""
         return [list(p) for p in sorted(self.shape, key=lambda q: (len(q), q))]
 
-    def engine_config(self, engine: str, draft: str = DRAFT, token_map: str = "") -> str:
-        """TensorRT-LLM: `speculative_config` YAML with `eagle_choices`; vLLM: the `--speculative-config` JSON, with
-        `speculative_token_tree` unless the tree is a chain (vLLM's tree drafting takes only trees whose every node
-        at a depth has the same number of children, and ran with the TREE_ATTN backend of v0.10 to v0.21)."""
+    def engine_config(self, engine: str, draft: str = DRAFT, token_map: str = "", draft_kind: str = "eagle") -> str:
+        """TensorRT-LLM: `speculative_config` YAML with `eagle_choices` (refused where a node's listed ranks skip
+        one: the engine would draft its top c instead); vLLM: the `--speculative-config` JSON of a chain (a branching
+        tree is refused: vLLM verifies chains only)."""
         expect(self, engine, "trtllm", "vllm")
         paths = self.listed()
         if engine == "trtllm":
-            return "\n".join(["speculative_config:", "  decoding_type: Eagle3", f"  max_draft_len: {self.d_max}",
-                              f"  speculative_model: {draft}", f"  eagle_choices: {json.dumps(paths)}"])
-        config = {"method": "eagle", "model": draft, "num_speculative_tokens": len(paths)}
+            drafted = reranked(self.shape)
+            if drafted != self.shape:
+                raise SpectreeError(f"{self.spec}: TensorRT-LLM drafts a node's top c tokens for its c listed "
+                                    f"children, so this tree would be drafted as choices:paths="
+                                    f"{format_paths(drafted)}; give that tree (ranks without gaps)")
+            return "\n".join(trtllm_header(self.d_max, draft, draft_kind) + [f"  eagle_choices: {json.dumps(paths)}"])
         if any(p[-1] > 0 for p in paths):
-            if not uniform(self.shape):
-                raise SpectreeError(f"{self.spec}: vLLM drafts only trees whose nodes at a depth all have the same "
-                                    f"number of children (per-level branching); this one is not")
-            config["speculative_token_tree"] = str([tuple(p) for p in paths])
-        return json.dumps(config)
+            raise SpectreeError(f"{self.spec}: vLLM drafts a chain of num_speculative_tokens tokens (no tree-aware "
+                                f"verification was merged, and tree attention was removed in vLLM PR #42121); use a "
+                                f"chain (choices:paths=0/0.0/...) here, or SGLang / TensorRT-LLM for a tree")
+        return json.dumps({"method": algorithm(engine, draft_kind), "model": draft, "num_speculative_tokens": len(paths)})
 
 
-def uniform(shape) -> bool:
-    """Whether every node at a depth has the same children ranks 0..c−1 (a tree of per-level branching factors)."""
-    by_parent: dict[tuple, int] = {}
-    for p in shape:
-        by_parent[p[:-1]] = by_parent.get(p[:-1], 0) + 1
-    for depth in {len(p) for p in shape}:
-        parents = [p for p in [()] + sorted(shape) if len(p) == depth - 1]
-        counts = {by_parent.get(p, 0) for p in parents}
-        if len(counts) != 1:
-            return False
-    return all((*p[:-1], r) in shape for p in shape for r in range(p[-1]))
+def reranked(shape) -> frozenset:
+    """The tree an engine drafts for listed paths: each node's listed children become its top-c, in rank order
+    (`{(0,), (2,), (2, 1)}` → `{(0,), (1,), (1, 0)}`)."""
+    out, todo = set(), [((), ())]  # (listed path, drafted path) of a kept node
+    while todo:
+        listed, drafted = todo.pop()
+        kids = sorted(p[-1] for p in shape if len(p) == len(listed) + 1 and p[:-1] == listed)
+        for rank, r in enumerate(kids):
+            out.add(drafted + (rank,))
+            todo.append((listed + (r,), drafted + (rank,)))
+    return frozenset(out)
 
 
 def uniform_trees(widths=(1, 2, 3, 4), max_depth: int = 6, max_nodes: int = 64) -> list[tuple[int, ...]]:
@@ -260,5 +277,5 @@ def expect(policy: Policy, engine: str, *engines: str) -> None:
         raise SpectreeError(f"{policy.spec} is not a setting {engine} can take (it fits {', '.join(engines)})")
 
 
-__all__ = ["SGLang", "TRTLLM", "Choices", "parse_paths", "check_paths", "format_paths", "uniform",
-           "uniform_trees", "choices_of", "DRAFT"]
+__all__ = ["SGLang", "TRTLLM", "Choices", "parse_paths", "check_paths", "format_paths", "reranked",
+           "uniform_trees", "choices_of", "algorithm", "ALGORITHMS", "DRAFT_KINDS", "DRAFT"]

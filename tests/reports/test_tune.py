@@ -63,6 +63,21 @@ def test_every_grid_setting_is_one_its_engine_accepts():
     assert chains == list(tune.DEPTHS)  # vLLM: chains only
 
 
+def test_vllms_own_logbook_replays_its_whole_grid(tiny_target, cost):
+    """vLLM's grid is chains: its logbook shape (`ENGINES['vllm'].log`) logs the rank-0 chain and little else, and
+    every chain of the grid and its default replay on it."""
+    from dataclasses import replace
+
+    from spectree.drafts.draftspec import layerskip_draft
+
+    cfg = replace(tune.ENGINES["vllm"].log, pair="toy", max_new_tokens=12)
+    draft = layerskip_draft(tiny_target, 2)
+    logged = [log_prompt(tiny_target, draft, Template(ids), Prompt("toy", str(i), "c", "x"), cfg, eos_ids=())
+              for i, ids in enumerate([[3, 14, 15, 92], [2, 71, 82]])]
+    table, skipped = tune.tune(logged, tune.ENGINES["vllm"], cost, progress=False)
+    assert not skipped and len(table) == len(tune.vllm_grid()) and table.default.sum() == 1
+
+
 def test_tune_ranks_the_grid_and_shows_the_default(logbook, cost):
     engine = tune.ENGINES["sglang"]
     table, skipped = tune.tune(logbook, engine, cost, progress=False)

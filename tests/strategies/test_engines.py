@@ -222,6 +222,15 @@ def test_the_draft_kind_picks_each_engines_own_name(engine, spec, eagle, eagle3)
         policy.engine_config(engine, draft_kind="medusa")
 
 
+def test_the_command_line_offers_exactly_the_draft_kinds_the_engines_name():
+    from spectree.cli import build_parser
+    from spectree.strategies.engines import ALGORITHMS, DRAFT_KINDS
+
+    tune_parser = build_parser()._subparsers._group_actions[0].choices["tune"]
+    (kind,) = [a for a in tune_parser._actions if a.dest == "draft_kind"]
+    assert tuple(kind.choices) == DRAFT_KINDS and all(set(names) == set(DRAFT_KINDS) for names in ALGORITHMS.values())
+
+
 def test_engine_trees_keep_their_root_connected_under_ties():
     """Equal joint probabilities (a child drafted with p = 1) rank the shallower node first: no orphan is kept."""
     def certain(tree: DraftTree, frontier: torch.Tensor) -> Nodes:

@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "default: the pair's measured on this machine")
     tu.add_argument("--top", type=_whole(1), default=5, help="settings printed")
     tu.add_argument("--draft-model", default=None, help="the draft model's path as the config text names it")
-    tu.add_argument("--draft-kind", choices=("eagle", "eagle3"), default="eagle",
+    tu.add_argument("--draft-kind", choices=("eagle", "eagle3"), default="eagle",  # engines.DRAFT_KINDS (no torch here)
                     help="the draft the engine serves: an EAGLE-1/2 head (eagle) or an EAGLE-3 head (eagle3); picks "
                          "the engine's algorithm / decoding type / method name")
     tu.add_argument("--token-map", type=_output_file, metavar="PATH",

@@ -272,3 +272,32 @@ def test_acceptance_card_needs_a_trained_draft(kind, world, capsys, monkeypatch)
     forbid_loading(monkeypatch)
     err = refuse(argv, capsys, world.home)
     assert f"has no trained draft card: a {KINDS[kind].partition(':')[0]} draft has none" in err, err
+
+
+def test_tune_confirm_decodes_the_best_and_the_default_live_on_prompts_it_did_not_log(world, tmp_path, capsys,
+                                                                                      monkeypatch):
+    """`tune --confirm N`: after ranking, the best setting and the engine's default decoded live on N prompts the
+    logbook did not log, measured beside projected (over our AR loop); refused in one line, before any load, where
+    no such prompts are named or a file's cost model would be checked against this machine."""
+    book, out = str(world.logged("hf")[1]), tmp_path / "tune.json"
+    held = tmp_path / "held.jsonl"
+    held.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ["Name three rivers.", "Count to five.",
+                                                                          "What is a prime number?"]))
+    forbid_loading(monkeypatch)
+    argv = ["tune", "--engine", "sglang", "--logbook", book, "--confirm", "2"]
+    assert "the logbook's prompts come from jsonl:prompts, not a built-in set" in refuse(argv, capsys, world.home)
+    assert "every prompt of jsonl:" in refuse([*argv, "--confirm-prompts", f"jsonl:{world.prompts}"], capsys,
+                                              world.home)
+    curve = tmp_path / "curve.json"
+    curve.write_text(json.dumps({"sizes": [1, 64], "target_s": [0.01, 0.02], "draft_s": [0.001, 0.002]}))
+    assert "leave out --cost-model" in refuse([*argv, "--confirm-prompts", f"jsonl:{held}", "--cost-model",
+                                               str(curve)], capsys, world.home)
+    monkeypatch.undo()
+    printed = served(run([*argv, "--confirm-prompts", f"jsonl:{held}", "--max-new-tokens", "6", "--json", str(out)]))
+    assert "live on 2 held-out prompts, speedup over our AR loop on this machine:" in printed
+    rows = json.loads(out.read_text())["confirm"]["rows"]
+    assert [r["setting"] for r in rows][0] == "best" and len(rows) in (1, 2)
+    for r in rows:  # the default's projection is NaN where this small logbook cannot replay it
+        assert r["measured"] > 0 and r["projected_live"] > 0
+        assert math.isfinite(r["projected"]) or r["setting"] != "best"
+    assert json.loads(out.read_text())["confirm"]["prompts"] == ["jsonl:held/1", "jsonl:held/2"]  # `tune.spread`

@@ -93,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--token-map", type=_output_file, metavar="PATH",
                     help="also write the pair's reduced draft vocabulary (a NAME@V draft) as SGLang's "
                          "--speculative-token-map file")
+    tu.add_argument("--confirm", type=_whole(0), default=0, metavar="N",
+                    help="after ranking, decode the best setting and the engine's default live on N held-out prompts "
+                         "on this machine and print measured beside projected speedups")
+    tu.add_argument("--confirm-prompts", metavar="SPEC",
+                    help="where --confirm draws its prompts (those not logged); default: the logbook's own prompt sets")
     tu.add_argument("--json", type=_output_file)
     rp = sub.add_parser("replay", help="score strategies on a logbook without a model")
     rp.add_argument("logbook", type=Path)

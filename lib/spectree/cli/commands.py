@@ -40,11 +40,11 @@ def _placed(args) -> dict:
     return {"dtype": args.dtype, "device": args.device}
 
 
-def _calibrated(policies: dict, pair: str, models) -> dict:
-    """PCT specs that name no ratio take s_d/s_t from the pair's cost model on this machine."""
+def _calibrated(policies: dict, pair: str, models, cost=None) -> dict:
+    """PCT specs that name no ratio take s_d/s_t from the pair's cost model on this machine (`cost` when given)."""
     from spectree.speed.costmodel import calibrate, pair_cost_model
 
-    out = calibrate(policies, lambda: pair_cost_model(pair, models))
+    out = calibrate(policies, lambda: cost or pair_cost_model(pair, models))
     for label, policy in out.items():
         if policy is not policies[label]:
             print(f"{label}: measured s_d/s_t → {policy.spec}")
@@ -55,6 +55,8 @@ def cmd_bench(args) -> int:
     from spectree.core.sampling import Sampling
     from spectree.drafts.pairs import load_pair
     from spectree.speed.bench import format_table, run_strategies, summarize_runs
+    from spectree.speed.costmodel import pair_cost_model
+    from spectree.speed.stepmodel import residual_lines
 
     policies = _policies(args.strategies)
     sampling = Sampling(args.temperature, args.top_p)
@@ -63,18 +65,23 @@ def cmd_bench(args) -> int:
         _check_assistant(args.pair)
     skipped: dict[str, str] = {}
     models = load_pair(args.pair, kernels=args.kernels, **_placed(args))
-    policies = _calibrated(policies, args.pair, models)
+    cost = pair_cost_model(args.pair, models)  # with its step model: the `projected` column
+    policies = _calibrated(policies, args.pair, models, cost)
     runs = run_strategies(models, prompts, policies, args.max_new_tokens, sampling, args.seed,
                           hf_assisted=args.hf_assisted, skipped=skipped, hf_lookup=args.hf_prompt_lookup,
-                          repeats=args.repeats)
+                          repeats=args.repeats, cost=cost)
     table = summarize_runs(runs)  # no `exact` column for sampled runs (`Run.sampled`)
     print(f"pair={args.pair} prompts={args.prompts} ({len(prompts)}) max_new_tokens={args.max_new_tokens} "
           f"temperature={args.temperature} top_p={args.top_p} dtype={str(models[0].dtype).removeprefix('torch.')} "
           f"device={models[0].device}")
     print(format_table(table))
+    if cost.step is not None:  # what `projected` rests on: the step model's error on its own live steps
+        print(f"step model ({cost.step.n_steps} live steps of {cost.step.source}), |predicted / measured − 1|:")
+        print("\n".join(f"  {line}" for line in residual_lines(cost.step)))
     for name, why in skipped.items():
         print(f"skipped {name}: {why}")
-    _write_json(args.json, {"config": vars(args), "rows": table.to_dict(orient="records"), "skipped": skipped})
+    _write_json(args.json, {"config": vars(args), "rows": table.to_dict(orient="records"), "skipped": skipped,
+                            "step_model": asdict(cost.step) if cost.step is not None else None})
     return 0
 
 
@@ -192,14 +199,31 @@ def _tune_logbook(args, engine) -> tuple[Path, Optional[list]]:
     return None, spread(_checked_prompts(args, engine.log.d_max), args.max_prompts)
 
 
+def _confirm_prompts(args, path: Optional[Path], prompts: Optional[list], engine) -> list:
+    """`--confirm N`'s held-out prompts (`tune.held_out_prompts`), checked against the pair's target before any
+    model loads; refused with `--cost-model` (the live run checks this machine's projection, not a file's)."""
+    from spectree.drafts.pairs import check_pair_prompts
+    from spectree.replay.logbook import LogConfig, read_logbook
+    from spectree.reports.tune import held_out_prompts
+
+    if args.cost_model:
+        raise SpectreeError("--confirm decodes on this machine and checks its own cost model: leave out --cost-model")
+    logged = {p.key for p in prompts} if prompts is not None else {lp.prompt.key for lp in read_logbook(path)}
+    pair = args.pair or LogConfig(**json.loads((path / "config.json").read_text())).pair
+    held = held_out_prompts(logged, args.confirm, args.confirm_prompts)
+    check_pair_prompts(pair, held, args.max_new_tokens, engine.log.d_max, new_tokens="--max-new-tokens")
+    return held
+
+
 def cmd_tune(args) -> int:
     from spectree.reports.tune import check_engine, load_cost_model, run_tune
 
     engine = check_engine(args.engine)
     path, prompts = _tune_logbook(args, engine)
     given = load_cost_model(args.cost_model) if args.cost_model else None
+    held = _confirm_prompts(args, path, prompts, engine) if args.confirm else None
     report = run_tune(engine, path, prompts, args.pair, args.prompts, args.max_new_tokens, _placed(args), given,
-                      args.top, args.draft_model, args.token_map, args.draft_kind)
+                      args.top, args.draft_model, args.token_map, args.draft_kind, held)
     _write_json(args.json, report)
     return 0
 

@@ -28,6 +28,13 @@ class StepStats:
     tree_s: float = 0.0  # tree construction alone: candidate features and the policy's decisions
     accepted: list[int] = field(default_factory=list)  # accepted node indices of the tree (root excluded)
     tree: Optional[DraftTree] = None  # kept when asked (replay checks, figures)
+    # the step model's terms (`speed.stepmodel`), each timed where it happens
+    draft_forwards: list[tuple[int, float]] = field(default_factory=list)  # (tokens, s) per draft forward, catch-up last
+    verify_forward_s: float = 0.0  # the target's forward over the tree
+    keep_s: float = 0.0  # keeping the accepted path's KV (the target's cache)
+    offered: int = 0  # children the draft offered while growing the tree
+    prefix: int = 0  # committed tokens before the step (root included)
+    step_s: float = 0.0  # the whole step, catch-up included: the rest of the loop is what the terms leave
 
 
 @dataclass
@@ -35,6 +42,7 @@ class Generation:
     tokens: list[int]  # new tokens only (prompt excluded), cut at max_new_tokens / after EOS
     steps: list[StepStats] = field(default_factory=list)
     wall_s: float = 0.0
+    prefill_s: float = 0.0  # the prompt through the target (and the draft's start), before the first step
 
     @property
     def n_forwards(self) -> int:
@@ -100,11 +108,11 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
     # cache every prompt token but the root (nothing to cache for a one-token prompt)
     out = tgt.feed_chain(torch.tensor(seq[:-1]), hidden_layer is not None, last_only=True) if len(seq) > 1 else None
     root_logits = drf.start(seq, _hidden(out, hidden_layer, None)) if drf else None
-    gen = Generation(tokens=[])
+    gen = Generation(tokens=[], prefill_s=time.perf_counter() - start)
     tail = 1  # tokens committed by the last step (where a new EOS can be)
     while len(gen.tokens) < max_new_tokens and not any(t in eos_ids for t in gen.tokens[-tail:]):
         t0 = time.perf_counter()
-        model_s = drf.lm.forward_s if drf else 0.0
+        model_s, n_forwards = (drf.lm.forward_s, len(drf.lm.forwards)) if drf else (0.0, 0)
         if drf:
             tree = drf.draft(seq[-1], root_logits, len(seq), policy, sampling, generator)
         else:
@@ -113,22 +121,29 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
             tree = grafter.graft(tree)
         t1 = time.perf_counter()
         out = tgt.feed_tree(tree, torch.arange(len(tree)), hidden_layer is not None)
+        verify_forward_s = tgt.forwards[-1][1]
         verdict = verify(tree, out.logits[0], sampling, generator)  # logits [n, V]
         path = torch.tensor([0] + verdict.accepted)
+        k0 = time.perf_counter()
         tgt.keep_path(path)
+        keep_s = time.perf_counter() - k0
         new = verdict.new_tokens(tree)
         t2 = time.perf_counter()
+        step = StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, 0.0, verdict.accepted,
+                         tree if keep_trees else None, verify_forward_s=verify_forward_s, keep_s=keep_s,
+                         offered=tree.offered, prefix=len(seq))
+        step.tree_s = (t1 - t0) - ((drf.lm.forward_s - model_s) if drf else 0.0)
         seq += new
         gen.tokens += new
         if grafter is not None:
             grafter.extend(new)
         tail = len(new)
-        tree_s = (t1 - t0) - ((drf.lm.forward_s - model_s) if drf else 0.0)
-        gen.steps.append(StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, tree_s, verdict.accepted,
-                                   tree if keep_trees else None))
         if drf and len(gen.tokens) < max_new_tokens:
             root_logits = drf.advance(new, _hidden(out, hidden_layer, path))
-            gen.steps[-1].draft_s += time.perf_counter() - t2
+            step.draft_s += time.perf_counter() - t2
+        step.draft_forwards = list(drf.lm.forwards[n_forwards:]) if drf else []
+        step.step_s = time.perf_counter() - t0
+        gen.steps.append(step)
     gen.tokens = truncate(gen.tokens, max_new_tokens, eos_ids)
     gen.wall_s = time.perf_counter() - start
     return gen

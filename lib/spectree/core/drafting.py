@@ -40,13 +40,16 @@ class CachedLM:
     def __init__(self, model: PreTrainedModel):
         self.model = model
         self.forward_s = 0.0  # wall time spent in model forwards (the rest of drafting is tree construction)
+        self.forwards: list[tuple[int, float]] = []  # (tokens fed, seconds) of every forward: the step model's terms
         self.reset()
 
     def _forward(self, inputs, positions, allowed, output_hidden_states, last_only=False):
         t0 = time.perf_counter()
         out = forward_with_mask(self.model, self.cache, inputs, positions, allowed, output_hidden_states, last_only)
         synchronize(self.model)  # on CUDA: the forward's own time, not charged to tree construction's next copy
-        self.forward_s += time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        self.forward_s += seconds
+        self.forwards.append((int(inputs.shape[0]), seconds))
         return out
 
     @property
@@ -204,7 +207,9 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
 
     growth = grow(table, policy, offer)
     drafter.rollback()
-    return kept_tree(table, growth.kept, prefix_len, expanded)
+    tree = kept_tree(table, growth.kept, prefix_len, expanded)
+    tree.offered = len(table) - 1  # every child the draft offered: the size of tree construction's work
+    return tree
 
 
 def kept_tree(table: NodeTable, kept: np.ndarray, prefix_len: int,

@@ -97,11 +97,14 @@ class DraftTree(Nodes):
     dist_row    long [n]: node i's row in `dists`, −1 for a node never expanded. Leaves (most nodes) get
                 no [V] row, and pruning or reordering the tree re-indexes `dist_row` without copying
                 `dists` (a dense [n, V] copy cost ~150 ms per VCT tree at T > 0 here, measured).
+    offered     candidate children the draft offered while growing the tree (kept or not): the size of
+                tree construction's work in the step model (`speed.stepmodel`); 0 for a tree not drafted.
     """
 
     prefix_len: int = 0
     dists: Optional[torch.Tensor] = None
     dist_row: Optional[torch.Tensor] = None
+    offered: int = 0  # candidate children the draft offered while growing it (tree construction's work)
 
     @staticmethod
     def root(token: int, prefix_len: int) -> "DraftTree":

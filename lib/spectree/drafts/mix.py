@@ -65,6 +65,10 @@ class MixedLM:
     def forward_s(self) -> float:
         return self.inner.forward_s + self.target.forward_s
 
+    @property
+    def forwards(self) -> list[tuple[int, float]]:
+        return self.inner.forwards  # the real draft's (a mix's wall time is no draft's: τ and γ only)
+
     def feed_nodes(self, parents: np.ndarray, nodes: np.ndarray, tokens: torch.Tensor, positions: torch.Tensor,
                    output_hidden_states: bool = False):
         out = self.inner.feed_nodes(parents, nodes, tokens, positions, output_hidden_states) if self.weight < 1 else None

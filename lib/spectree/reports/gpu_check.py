@@ -205,20 +205,23 @@ def large_step(plan: Plan, save=report_only) -> dict[str, Any]:
 
 
 def cost_step(plan: Plan, save=report_only) -> dict[str, Any]:
-    """Per target shape: forward times by tree tokens, one draft layer's, our AR loop against HF generate, and the
-    tree-construction share of every family's step (`costmodel.json`, saved after each shape through `save`, so a
-    run cut short keeps the shapes it measured)."""
+    """Per target shape: forward times by tree tokens, one draft layer's, the step model fitted on live steps over
+    those curves (`speed.stepmodel`, as on the CPU), our AR loop against HF generate, and the tree-construction
+    share of every family's step (`costmodel.json`, saved after each shape through `save`, so a run cut short keeps
+    the shapes it measured)."""
     from spectree.core.kernels import machine_id
     from spectree.drafts.random_pairs import random_pair
     from spectree.speed.bench import run_strategies
-    from spectree.speed.costmodel import time_forwards
+    from spectree.speed.costmodel import CostModel, padded, time_forwards
+    from spectree.speed.stepmodel import measure_fit
     from spectree.speed.tables import speed_table
     from spectree.strategies import autoregressive, parse_strategy
 
     import torch
 
     device = torch.cuda.get_device_name(0) if plan.device.startswith("cuda") else "cpu"
-    out: dict[str, Any] = {"machine": machine_id(), "device": device, "dtype": plan.speed_dtype,
+    machine = machine_id()
+    out: dict[str, Any] = {"machine": machine, "device": device, "dtype": plan.speed_dtype,
                            "sizes": list(plan.sizes),
                            "prefixes": list(plan.prefixes), "shapes": {}}
     for shape in plan.cost_shapes:
@@ -233,7 +236,11 @@ def cost_step(plan: Plan, save=report_only) -> dict[str, Any]:
         shares = [{"policy": r.method, "tree_share": r.tree_frac, "draft_share": r.draft_frac,
                    "verify_share": r.verify_frac, "ms_per_token": r.ms_per_token, "tau": r.tau, "gamma": r.gamma}
                   for r in share.itertuples() if r.method in SHARE_POLICIES]
-        out["shapes"][shape] = {"target_s": forward, "draft_s": draft_s,
+        curves = CostModel(machine, plan.prefixes[0], list(plan.sizes), padded(forward[str(plan.prefixes[0])]),
+                           padded(draft_s))  # as `quality.gpu_cost_models` reads them back
+        step = measure_fit((target, draft, tok), curves, f"{shape} random pair on {plan.prompts}",
+                           prompts=_prompts(plan, plan.share_prompts), max_new_tokens=plan.tokens)
+        out["shapes"][shape] = {"target_s": forward, "draft_s": draft_s, "step": asdict(step),
                                 "ar_over_hf": float(ar.loc["AR (our loop)", "speedup"]),
                                 "hf_tokens_per_s": float(ar.loc["HF generate", "tokens_per_s"]),
                                 "tree_shares": shares, "seconds": round(time.perf_counter() - t0, 1)}

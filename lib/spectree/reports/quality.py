@@ -10,7 +10,8 @@ target. For each λ one logbook (the full trees of notebook 02) gives:
 - `analysis_claims`: the readings of notebooks 04–07 (entropy × rank bias, ECE, Spearman ρ, the crossover
   entropy) on the logbook's examined tokens;
 - `projected`: the speedup a draft of that quality would give on this machine — replay's τ and trees with the
-  measured cost model of the real draft and target (`reports.explorer.score`: Σ τ · t_target(1) / Σ step time,
+  measured cost model of the real draft and target (`reports.explorer.score`: Σ τ · plain step / Σ step time, with the step model
+  fitted on live steps,
   over plain decoding through our loop on the same kernels).
 
 `flips` turns the per-λ verdicts into one row per claim: its verdict at each agreement and the agreement from
@@ -303,8 +304,8 @@ def gpu_cost_models(path: Path) -> tuple[dict[str, Any], str]:
     """(shape → the cost model the GPU checklist measured for it, the device's name) from its costmodel.json
     (`reports.gpu_check`, committed under figures/gpu_check/): the target's forward times after the first committed
     prefix, and one draft layer's as the draft's (an EAGLE- or EDD-sized draft), each under its padding bound
-    (`speed.costmodel.padded`: the first H100 run timed small trees slower than larger ones); ({}, "") without
-    the file."""
+    (`speed.costmodel.padded`: the first H100 run timed small trees slower than larger ones), with the step model
+    fitted on that machine's live steps where the checklist recorded one; ({}, "") without the file."""
     import json
 
     from spectree.speed.costmodel import CostModel, padded
@@ -314,7 +315,7 @@ def gpu_cost_models(path: Path) -> tuple[dict[str, Any], str]:
     data = json.loads(path.read_text())
     prefix = str(data["prefixes"][0])
     costs = {shape: CostModel(machine=f"{data['machine']} ({shape})", prefix=int(prefix), sizes=list(data["sizes"]),
-                              target_s=padded(m["target_s"][prefix]), draft_s=padded(m["draft_s"]))
+                              target_s=padded(m["target_s"][prefix]), draft_s=padded(m["draft_s"]), step=m.get("step"))
              for shape, m in data["shapes"].items()}
     return costs, str(data.get("device", data["machine"]))
 
@@ -351,16 +352,28 @@ def gpu_lines(table: pd.DataFrame, device: str, families: Sequence[str] = ("DySp
     return out
 
 
+def residual_rows(cost) -> list[dict[str, Any]]:
+    """The step model's residuals on its own live steps (`speed.stepmodel.StepFit.residuals`), one row per term and
+    one for the whole step; [] without a step model."""
+    if cost.step is None:
+        return []
+    return [{"term": term, "median": r["median"], "p90": r["p90"], "pooled": r["total"],
+             "live steps": cost.step.n_steps} for term, r in cost.step.residuals.items() if r]
+
+
 def projection_check(live: pd.DataFrame, projected_rows: pd.DataFrame, labels: dict[str, str], n_prompts: int,
                      tolerance: float = 0.10) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The projection against a live run of the same prompts at λ = 0: `live` is `speed.bench.summarize_runs`
     (tokens/s per strategy, "AR (our loop)" included), `projected_rows` `projected`'s rows for the same policies,
-    `labels` policy label → spec. Both speedups are over plain decoding through our loop on the same kernels.
-    Returns (table, claim: |projected / live − 1| ≤ tolerance for every policy)."""
-    ar = live.set_index("strategy").loc["AR (our loop)", "tokens_per_s"]
+    `labels` policy label → spec. Both speedups are over plain decoding through our loop on the same kernels, and
+    both are of the decoding steps: the live rate leaves out each run's prefill (`prefill_frac`), which no tree
+    changes and the replayed steps do not hold. Returns (table, claim: |projected / live − 1| ≤ tolerance for every
+    policy)."""
+    steps_rate = (live.tokens_per_s / (1 - live.prefill_frac)).set_axis(live.strategy)
+    ar = steps_rate["AR (our loop)"]
     rows = []
     for label, spec in labels.items():
-        live_x = float(live.set_index("strategy").loc[label, "tokens_per_s"] / ar)
+        live_x = float(steps_rate[label] / ar)
         proj = projected_rows.set_index("spec").speedup.get(spec, math.nan)
         rows.append({"policy": label, "spec": spec, "live": live_x, "projected": float(proj),
                      "error": float(proj / live_x - 1)})
@@ -369,8 +382,10 @@ def projection_check(live: pd.DataFrame, projected_rows: pd.DataFrame, labels: d
     ev = interval_rule(worst, worst, worst, tolerance, n_prompts, "the largest |projected / live − 1|", above=False,
                        method="one run's")
     c = claim(f"projected speedup within {tolerance:.0%} of the live one at λ = 0",
-              "issue 26: the projection validated against live decoding (chain-2, PCT, DySpec threshold)",
+              "issues 26, 46: the step model's projection validated against live decoding on prompts it was not "
+              "fitted on (chain, PCT, DySpec threshold, EAGLE-2, C2T, the SGLang rule)",
               ", ".join(f"{r.policy}: projected {r.projected:.2f}× vs live {r.live:.2f}× ({r.error:+.0%})"
+                        if r.projected == r.projected else f"{r.policy}: not replayable on this logbook"
                         for r in table.itertuples()), ev, rows=table.to_dict("records"))
     return table, c
 
@@ -378,4 +393,5 @@ def projection_check(live: pd.DataFrame, projected_rows: pd.DataFrame, labels: d
 __all__ = ["mix_pair", "mix_models", "quality_logbook", "agreement", "flip_weights", "weights_for", "SweepSettings",
            "strategy_claims", "analysis_claims",
            "projection_policies", "projected", "Quality", "measure", "flips", "readings_table", "best_by_family",
-           "agreement_needed", "gpu_cost_models", "gpu_projection", "gpu_lines", "projection_check", "SPEED_LINES"]
+           "agreement_needed", "gpu_cost_models", "gpu_projection", "gpu_lines", "residual_rows", "projection_check",
+           "SPEED_LINES"]

@@ -110,7 +110,8 @@ def load_cost_model(spec: str):
         raise SpectreeError(f"--cost-model {spec}: expected the GPU checklist's costmodel.json or "
                             f'{{"sizes": [1, ...], "target_s": [...], "draft_s": [...]}} (seconds > 0, equal lengths)')
     return CostModel(machine=str(path), prefix=int(data.get("prefix", 0)), sizes=list(data["sizes"]),
-                     target_s=list(data["target_s"]), draft_s=list(data["draft_s"])), f"the t(n) curve of {path}"
+                     target_s=list(data["target_s"]), draft_s=list(data["draft_s"]), step=data.get("step")), \
+        f"the t(n) curve of {path}" + ("" if data.get("step") else " (no step model: the forwards alone)")
 
 
 # --- the search ----------------------------------------------------------------------------------------------
@@ -143,7 +144,7 @@ def per_prompt(logbook: list, policies: dict[str, Policy], cost) -> pd.DataFrame
         for label, policy in policies.items():
             s = score(forest, policy, cost)
             rows.append({"prompt": lp.prompt.key, "label": label, "tokens": s["tokens"],
-                         "seconds": s["step_ms"] * s["steps"] / 1000, "plain_seconds": s["tokens"] * cost.t_target(1)})
+                         "seconds": s["step_ms"] * s["steps"] / 1000, "plain_seconds": s["plain_s"]})
     return pd.DataFrame(rows)
 
 
@@ -224,6 +225,69 @@ def write_token_map(pair: str, path: Path) -> Path:
     return path
 
 
+# --- --confirm: the best setting and the default decoded live ------------------------------------------------
+
+def held_out_prompts(logged: set[str], n: int, spec: Optional[str] = None) -> list:
+    """n prompts the logbook did not log (by key), evenly spread: from `spec`, else from the logged prompts' own
+    built-in prompt sets (a prompt file's are not known by name: give `spec`). One line when there are none."""
+    from spectree.prompts import DATASETS, load_prompts, parse_prompt_spec
+
+    if spec is None:
+        sets = sorted({key.partition("/")[0] for key in logged})
+        foreign = [d for d in sets if d not in DATASETS]
+        if foreign:
+            raise SpectreeError(f"--confirm: the logbook's prompts come from {foreign[0]}, not a built-in set: name "
+                                f"held-out prompts with --confirm-prompts SPEC")
+        pool = [p for d in sets for p in load_prompts(d)]
+    else:
+        pool = parse_prompt_spec(spec)
+    fresh = [p for p in pool if p.key not in logged]
+    if not fresh:
+        raise SpectreeError(f"--confirm: every prompt of {spec or ', '.join(sets)} is in the logbook: name others "
+                            f"with --confirm-prompts SPEC")
+    return spread(fresh, n)
+
+
+def confirm(models, policies: dict[str, Policy], projected: dict[str, float], prompts: list, max_new_tokens: int,
+            cost) -> pd.DataFrame:
+    """Each labelled setting decoded live on `prompts` beside plain decoding through our loop (`bench`, greedy), one
+    row each: its `projected` speedup (the ranking's, replayed on the logbook), `projected_live` (the step model on
+    this run's own steps) and `measured`, all over our AR loop on this machine, with τ and γ."""
+    from spectree.speed.bench import run_strategies, summarize_runs
+    from spectree.strategies import autoregressive
+
+    ar = "AR (our loop)"
+    live = summarize_runs(run_strategies(models, prompts, {ar: autoregressive(), **policies}, max_new_tokens,
+                                         cost=cost)).set_index("strategy")
+    return pd.DataFrame([{"setting": label, "spec": policy.spec, "projected": projected[label],
+                          "projected_live": live.projected[label] / live.projected[ar],
+                          "measured": live.tokens_per_s[label] / live.tokens_per_s[ar],
+                          "tau": live.tau[label], "gamma": live.gamma[label]} for label, policy in policies.items()])
+
+
+def confirm_engines(models, chosen: dict[str, tuple[Policy, float, float]], prompts: list, max_new_tokens: int,
+                    cost) -> pd.DataFrame:
+    """`confirm` for several engines at once (notebook 13): `chosen` maps an engine's name to (its best setting, that
+    setting's projected speedup, the default's); one row per engine and setting, `engine` first."""
+    frames = []
+    for name, (tuned, projected, default_projected) in chosen.items():
+        engine = check_engine(name)
+        policies = {"best": tuned, **({"default": engine.default} if tuned.spec != engine.default.spec else {})}
+        frames.append(confirm(models, policies, {"best": projected, "default": default_projected}, prompts,
+                              max_new_tokens, cost).assign(engine=name))
+    out = pd.concat(frames, ignore_index=True)
+    return out[["engine", *[c for c in out.columns if c != "engine"]]]
+
+
+def confirm_lines(rows: pd.DataFrame, n_prompts: int) -> list[str]:
+    out = [f"live on {n_prompts} held-out prompts, speedup over our AR loop on this machine:",
+           f"{'setting':<9}{'spec':<42}{'projected':>10}{'live trees':>11}{'measured':>10}{'τ':>6}"]
+    def x(value: float, width: int) -> str:  # the default's projection is absent where the logbook cannot replay it
+        return f"{value:>{width - 1}.2f}×" if value == value else f"{'—':>{width}}"
+    return out + [f"{r.setting:<9}{r.spec:<42}{x(r.projected, 10)}{x(r.projected_live, 11)}{x(r.measured, 10)}"
+                  f"{r.tau:>6.2f}" for r in rows.itertuples()]
+
+
 def tune_report(table: pd.DataFrame, skipped: dict[str, str], engine: Engine, origin: str,
                 top: int = 5) -> dict[str, Any]:
     """What `tune --json` writes: the ranked rows, the skipped settings, the default and the best."""
@@ -234,11 +298,13 @@ def tune_report(table: pd.DataFrame, skipped: dict[str, str], engine: Engine, or
 
 def run_tune(engine: Engine, path: Optional[Path], prompts: Optional[list], pair: Optional[str],
              prompt_spec: Optional[str], max_new_tokens: int, placed: dict, given, top: int,
-             draft_model: Optional[str], token_map: Optional[Path], draft_kind: str = "eagle") -> dict[str, Any]:
+             draft_model: Optional[str], token_map: Optional[Path], draft_kind: str = "eagle",
+             confirm_on: Optional[list] = None) -> dict[str, Any]:
     """`python -m spectree tune` once its arguments are checked (`cli.cmd_tune`): the logbook at `path`, or the
     `prompts` logged first for `pair`; the cost model `given` (CostModel, origin) or the pair's on this machine; the
     ranked settings and the best as the engine's config text (for a `draft_kind` draft) printed; the token map
-    written. Returns the report."""
+    written; with `confirm_on` (held-out prompts), the best setting and the default decoded live on them
+    (`confirm`). Returns the report."""
     from dataclasses import replace
 
     from spectree.replay.logbook import logbook_tag, read_logbook, write_logbook
@@ -280,9 +346,21 @@ def run_tune(engine: Engine, path: Optional[Path], prompts: Optional[list], pair
                                                                                     written, draft_kind))
     if written:
         print(f"wrote the token map {written}")
-    return {**tune_report(table, skipped, engine, origin), "logbook": str(path), "pair": pair}
+    report = {**tune_report(table, skipped, engine, origin), "logbook": str(path), "pair": pair}
+    if confirm_on:
+        from spectree.drafts.pairs import load_pair
+        from spectree.speed.costmodel import pair_cost_model
+
+        models = load_pair(pair, kernels="auto", **placed)
+        chosen = {"best": best, **({"default": engine.default} if best.spec != engine.default.spec else {})}
+        rows = confirm(models, chosen, {label: float(table.set_index("spec").speedup.get(p.spec, math.nan))
+                                        for label, p in chosen.items()}, confirm_on, max_new_tokens,
+                       pair_cost_model(pair, models))
+        print("\n" + "\n".join(confirm_lines(rows, len(confirm_on))))
+        report["confirm"] = {"prompts": [p.key for p in confirm_on], "rows": rows.to_dict("records")}
+    return report
 
 
 __all__ = ["ENGINES", "Engine", "check_engine", "load_cost_model", "tune", "spread", "split", "per_prompt", "held_out_claim",
-           "summary_lines",
+           "summary_lines", "held_out_prompts", "confirm", "confirm_engines", "confirm_lines",
            "gain_over_default", "write_token_map", "tune_report", "run_tune", "sglang_grid", "trtllm_grid", "vllm_grid"]

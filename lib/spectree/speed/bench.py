@@ -79,6 +79,8 @@ class Run:
     synthetic: bool = False  # drafted by a synthetic draft (`drafts.mix`): its wall time is no draft's, τ/γ only
     other_cores: float = math.nan  # cores other processes used meanwhile (`speed.load`; NaN: unknown)
     repeat: int = 0  # which of the `repeats` timed passes over this prompt (`run_strategies`)
+    projected_s: float = math.nan  # the step model's seconds for this run's own steps, its measured prefill added
+    prefill_s: float = math.nan  # the prompt through the target and the draft's start (our loop's runs)
 
 
 Policies = Union[Sequence[Policy], Mapping[str, Policy]]  # policies, or {label: policy}
@@ -98,7 +100,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                    sampling: Sampling = Sampling(), seed: int = 0, warmup: bool = True,
                    hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None,
                    hf_packed: Optional[bool] = None, hf_lookup: int = 0, repeats: int = 1,
-                   drafts: Optional[Mapping[str, object]] = None) -> list[Run]:
+                   drafts: Optional[Mapping[str, object]] = None, cost=None) -> list[Run]:
     """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
     standalone draft, and HF prompt lookup decoding with `hf_lookup` candidate tokens: reference rows) and each
     policy; one `Run` per (prompt, method, repeat), named by the policy's label. Each prompt is decoded by every
@@ -108,7 +110,9 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     outgrow `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped` (before decoding when
     its setting alone does, `Policy.oversized`). Every prompt is checked against the target first (`check_prompt`:
     its tokens, max_new_tokens and the deepest tree must fit the context window). `drafts` gives some labels
-    another drafter of the same target (e.g. the full-head draft beside a reduced head), timed in the same run."""
+    another drafter of the same target (e.g. the full-head draft beside a reduced head), timed in the same run.
+    With `cost` (a `CostModel` with its step model, `costmodel.pair_cost_model`), each policy's run also carries
+    `projected_s`: the step model's seconds for the run's own steps (`stepmodel.predict_live`) plus its prefill."""
     target, draft, tok = models
     drafts = dict(drafts or {})
     assistant = draft if hf_assisted and standalone(draft) else None
@@ -186,7 +190,8 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             sum(s.draft_s for s in g.steps), sum(s.verify_s for s in g.steps),
                             sum(s.tree_s for s in g.steps),
                             synthetic=bool(getattr(drafter(name), "synthetic", False)) and policies[name].d_max > 0,
-                            other_cores=load.cores, repeat=repeat))
+                            other_cores=load.cores, repeat=repeat, projected_s=projected_seconds(g, cost),
+                            prefill_s=g.prefill_s))
 
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):
         ids = chat_ids(tok, prompt.text)
@@ -198,6 +203,15 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     for run in runs:
         run.sampled = not sampling.greedy
     return runs
+
+
+def projected_seconds(g, cost) -> float:
+    """The step model's seconds for a generation's own steps plus its measured prefill (NaN without a step model)."""
+    if cost is None or cost.step is None:
+        return math.nan
+    from spectree.speed.stepmodel import predict_live
+
+    return g.prefill_s + float(predict_live(cost.step, cost, g.steps).sum()) if g.steps else g.prefill_s
 
 
 def unsteady_outputs(runs: list[Run]) -> list[str]:
@@ -215,7 +229,7 @@ def unsteady_outputs(runs: list[Run]) -> list[str]:
 def repeat_speedups(df: pd.DataFrame, reference: str) -> pd.DataFrame:
     """[strategy × repeat] speedups: a method's tokens/s over `reference`'s in the same repeat, each summed over
     the prompts (Σ tokens / Σ seconds); all NaN without `reference` rows. `df`: runs as rows, n_tokens added."""
-    sums = df.groupby(["strategy", "repeat"], sort=False)[["n_tokens", "seconds"]].sum()
+    sums = df.groupby(["strategy", "repeat"], sort=False)[["n_tokens", "seconds"]].sum(min_count=1)
     rate = (sums.n_tokens / sums.seconds).unstack("repeat")
     return rate / rate.loc[reference] if reference in rate.index else rate * float("nan")
 
@@ -235,12 +249,17 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
     agg = df.groupby("strategy", sort=False).agg(
         tokens=("n_tokens", "sum"), seconds=("seconds", "sum"), forwards=("forwards", "sum"),
         tau_sum=("tau_sum", "sum"), gamma_sum=("gamma_sum", "sum"), draft_s=("draft_s", "sum"),
-        verify_s=("verify_s", "sum"), tree_s=("tree_s", "sum"), exact=("exact", "mean"),
+        verify_s=("verify_s", "sum"), tree_s=("tree_s", "sum"), prefill_s=("prefill_s", lambda x: x.sum(min_count=1)),
+        exact=("exact", "mean"),
         other_cores=("other_cores", "mean"))
     agg["tokens_per_s"] = agg.tokens / agg.seconds
     speedups = repeat_speedups(df, HF)
     agg["speedup"] = agg["speedup_median"] = speedups.median(axis=1)
     agg["speedup_min"] = speedups.min(axis=1)
+    # the step model's speedup for each row's own steps, against the same measured reference (`Run.projected_s`)
+    projected = df.assign(seconds=df.seconds.where(df.strategy.isin(list(REFERENCES)), df.projected_s))
+    agg["projected"] = repeat_speedups(projected, HF).median(axis=1).where(~agg.index.isin(list(REFERENCES)))
+    agg["projected_error"] = agg.projected / agg.speedup - 1
     # against HF generate on the same (auto or packed) kernels: what speculation gains beyond the kernels
     agg["speedup_same_kernels"] = repeat_speedups(df, HF_PACKED).median(axis=1)
     agg["tau"] = agg.tau_sum / agg.forwards
@@ -248,14 +267,16 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
     agg["draft_frac"] = agg.draft_s / agg.seconds
     agg["verify_frac"] = agg.verify_s / agg.seconds
     agg["tree_frac"] = agg.tree_s / agg.seconds  # tree construction's share of the decoding time
+    agg["prefill_frac"] = agg.prefill_s / agg.seconds  # the prompt's share (no tree changes it; NaN: HF's rows)
     agg["ms_per_token"] = 1000 * agg.seconds / agg.tokens
     agg["synthetic"] = df.groupby("strategy", sort=False).synthetic.any()
     agg.loc[agg.synthetic, ["tokens_per_s", "speedup", "speedup_min", "speedup_median", "speedup_same_kernels",
-                            "seconds", "ms_per_token", "draft_frac", "verify_frac", "tree_frac"]] = float("nan")
+                            "projected", "projected_error", "seconds", "ms_per_token", "draft_frac", "verify_frac",
+                            "tree_frac", "prefill_frac"]] = float("nan")
     agg = agg.reset_index()  # a synthetic draft above: τ, γ only
-    return agg[["strategy", "tokens_per_s", "speedup", "speedup_min", "speedup_median", "speedup_same_kernels",
-                "tau", "gamma", "tokens", "forwards", "seconds", "ms_per_token", "draft_frac", "verify_frac",
-                "tree_frac", "other_cores"]
+    return agg[["strategy", "tokens_per_s", "speedup", "projected", "projected_error", "speedup_min",
+                "speedup_median", "speedup_same_kernels", "tau", "gamma", "tokens", "forwards", "seconds",
+                "ms_per_token", "draft_frac", "verify_frac", "tree_frac", "prefill_frac", "other_cores"]
                + ([] if sampled else ["exact"])
                + (["synthetic"] if agg.synthetic.any() else [])]
 

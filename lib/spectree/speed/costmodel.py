@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -25,6 +26,7 @@ from spectree.core.kernels import kernels_in_use, machine_id
 from spectree.core.manifest import beside, matches, reuse_or_rebuild
 from spectree.core.policy import Policy
 from spectree.core.paths import atomic_write_text, cache_dir
+from spectree.speed.stepmodel import StepFit, plain_seconds, predict_steps
 from spectree.core.treeattn import (
     causal_allowed,
     forward_with_mask,
@@ -43,6 +45,7 @@ class CostModel:
     sizes: list[int]
     target_s: list[float]  # fastest of the timed repeats of one target forward over n tree tokens
     draft_s: list[float]  # the same for one draft forward
+    step: Optional[StepFit] = None  # the live-step model (`speed.stepmodel`); None: the forwards alone
 
     def t_target(self, n: int) -> float:
         return float(np.interp(n, self.sizes, self.target_s))
@@ -61,9 +64,36 @@ class CostModel:
         the mark of timings taken while other jobs competed for the CPU (a cache written then is re-measured)."""
         return all(_monotone(times) for times in (self.target_s, self.draft_s))
 
-    def step_seconds(self, layer_sizes: list[int], tree_size: int) -> float:
-        """Estimated time of one decoding step: one draft forward per layer plus the tree verification."""
-        return sum(self.t_draft(n) for n in layer_sizes) + self.t_target(tree_size)
+    def __post_init__(self):
+        if isinstance(self.step, dict):  # read from JSON
+            self.step = StepFit(**self.step)
+
+    def steps_seconds(self, widths, tau, gamma, offered, prefix) -> np.ndarray:
+        """Estimated seconds [steps] of decoding steps: `widths` [steps, forwards] the tokens of each draft forward
+        (0: none; the catch-up over the τ tokens committed included), τ, γ, the children offered and the committed
+        prefix [steps]. With a step model (`step`), every term of a live step (`stepmodel.predict_steps`); without,
+        the draft forwards plus the target's forward over the tree, as the timed curves give them."""
+        widths = np.atleast_2d(np.asarray(widths, dtype=float))
+        if self.step is not None:
+            return predict_steps(self.step, self, widths, tau, gamma, offered, prefix)
+        draft = np.where(widths > 0, np.interp(widths, self.sizes, self.draft_s), 0.0).sum(1)
+        return draft + np.interp(np.asarray(gamma, dtype=float) + 1, self.sizes, self.target_s)
+
+    def step_seconds(self, layer_sizes: list[int], tree_size: int, tau: int = 1, offered: int = 0,
+                     prefix: Optional[int] = None) -> float:
+        """Estimated time of one decoding step: one draft forward per layer (the catch-up's among them) plus the
+        tree verification over `tree_size` tokens, and with a step model the rest of a live step (`steps_seconds`)."""
+        return float(self.steps_seconds([list(layer_sizes) or [0]], [tau], [tree_size - 1], [offered],
+                                        [self.prefix if prefix is None else prefix])[0])
+
+    def plain_seconds(self, prefix=None) -> np.ndarray:
+        """Estimated seconds of a plain (autoregressive) step through the same loop after `prefix` committed tokens
+        (an array, or None: the timing prefix): the target's forward over one token, and with a step model the rest
+        of the loop's step (`stepmodel.plain_seconds`)."""
+        prefix = np.atleast_1d(np.asarray(self.prefix if prefix is None else prefix, dtype=float))
+        if self.step is not None:
+            return plain_seconds(self.step, self, prefix)
+        return np.full(prefix.shape, self.t_target(1))
 
 
 def padded(times) -> list[float]:
@@ -202,12 +232,63 @@ def load_or_measure(pair: str, target, draft_model, sizes=SIZES, prefix: int = P
                             lambda: read_cached(path), build)
 
 
+STEP_PATH = 1  # bump when the decoding loop's timed terms change (`core.decode.StepStats`)
+
+
+def steps_path(path: Path) -> Path:
+    """Where the step model fitted over the cost model cached at `path` is cached."""
+    return path.with_name(path.stem + ".steps.json")
+
+
+def steps_manifest(cost: CostModel) -> dict:
+    """What a cached step model is fitted from: the live steps' prompts, policies and length, and the forward
+    curves it scales (refitted whenever they are measured again)."""
+    from spectree.speed import stepmodel
+
+    return {"step_path": STEP_PATH, "prompts": stepmodel.FIT_PROMPTS, "policies": list(stepmodel.FIT_POLICIES),
+            "tokens": stepmodel.FIT_TOKENS, "curves": [cost.sizes, cost.target_s, cost.draft_s]}
+
+
+def load_or_fit(path: Path, cost: CostModel, models: Optional[tuple], pair: str = "") -> Optional[StepFit]:
+    """The step model cached beside the cost model at `path`, fitted now on live steps (`stepmodel.live_steps`,
+    half a minute to a few minutes on a CPU) when absent or fitted over other curves; None when absent and no
+    `models` are given to fit it."""
+    from spectree.speed import stepmodel
+
+    out = steps_path(path)
+
+    def read() -> Optional[StepFit]:
+        fit = stepmodel.from_json(out.read_text()) if out.exists() else None
+        return fit if fit is not None and fit.plausible else None
+
+    def build() -> Optional[StepFit]:
+        if models is None:
+            return None
+        fit = stepmodel.measure_fit(models, cost, f"{pair} on {stepmodel.FIT_PROMPTS}: "
+                                                  f"{', '.join(stepmodel.FIT_POLICIES)}")
+        if not fit.plausible:
+            warnings.warn(f"the step model of {pair} was fitted while the machine was busy ({fit.other_cores:.2f} "
+                          f"other cores) or explains its steps badly (median error "
+                          f"{fit.residuals['step']['median']:.0%}): used now, fitted again next time")
+        atomic_write_text(out, stepmodel.to_json(fit))
+        return fit
+
+    if models is None:
+        return read() if matches(beside(out), steps_manifest(cost)) else None
+    return reuse_or_rebuild(beside(out), steps_manifest(cost), read, build)
+
+
 def pair_cost_model(pair: str, models: tuple) -> CostModel:
-    """`load_or_measure` for a loaded pair (target, drafter, tokenizer): the drafter's model is what is timed."""
+    """`load_or_measure` for a loaded pair (target, drafter, tokenizer): the drafter's model is what is timed; with
+    its step model (`load_or_fit`: live steps of the pair, fitted once per machine and kernels)."""
     from spectree.core.drafting import draft_model
 
     target, drafter, _ = models
-    return load_or_measure(pair, target, draft_model(drafter), kernels=kernels_in_use(target))
+    kernels = kernels_in_use(target)
+    cost = load_or_measure(pair, target, draft_model(drafter), kernels=kernels)
+    cost.step = load_or_fit(cache_path(pair, kernels=kernels, dtype=target.dtype, device=target.device), cost,
+                            models, pair)
+    return cost
 
 
 def calibrate(policies: dict[str, Policy], cost: Callable[[], CostModel]) -> dict[str, Policy]:
@@ -225,7 +306,8 @@ def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = No
     where `load_pair` puts the pair), on the first of `kernels` that has one cached (`bench` measures it on its
     `--kernels`, auto by default); where that is missing, one cached for the pair on this host with another thread
     count (noted in the returned origin); else measured now on stock kernels (loads the pair with `load_models`),
-    or with `measure` False one clear error."""
+    or with `measure` False one clear error. Its step model (`load_or_fit`) comes with it when cached; else it is
+    fitted now (loading the pair), or with `measure` False the forwards alone price a step (said in the origin)."""
     from spectree.drafts.targets import resolve_device
 
     placed = {"dtype": dtype, "device": resolve_device(device)}
@@ -233,22 +315,31 @@ def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = No
     for kind in kernels:
         exact = cache_path(pair, kernels=kind, **placed)
         others = sorted((p for p in exact.parent.glob(cache_path(pair, f"{host}-*", kind, **placed).name)
-                         if p != exact and not p.name.endswith(".manifest.json")), key=lambda p: p.stat().st_mtime)
+                         if p != exact and not p.name.endswith((".manifest.json", ".steps.json"))),
+                        key=lambda p: p.stat().st_mtime)
         for path, note in [(exact, "")] + [(o, " (measured with other threads)") for o in reversed(others)]:
             machine = path.stem.removeprefix(f"{cost_key(pair, kind, **placed)}-v{TIMED_PATH}-")
             manifest = cost_manifest(pair, machine, kernels=kind, **placed)
             cached = read_cached(path) if matches(beside(path), manifest) else None
             if cached is not None:
-                return cached, f"cached {path.stem}{note}"
+                cached.step = load_or_fit(path, cached, None)
+                if cached.step is None and measure:
+                    cached.step = load_or_fit(path, cached, (load_models or _loader(pair, dtype, device, kind))(),
+                                              pair)
+                steps = "" if cached.step is not None else "; no step model: the forwards alone"
+                return cached, f"cached {path.stem}{note}{steps}"
     if not measure:
         raise SpectreeError(f"no cost model of {pair} cached on this machine: give PCT its ratio (pct:ratio=…) or "
                             "run `python -m spectree bench` with the pair once")
-    if load_models is None:
+    return pair_cost_model(pair, (load_models or _loader(pair, dtype, device))()), "measured on this machine"
+
+
+def _loader(pair: str, dtype, device, kernels: str = "stock") -> Callable[[], tuple]:
+    def load_models():
         from spectree.drafts.pairs import load_pair
 
-        def load_models():
-            return load_pair(pair, device=device, dtype=dtype or "float32")
-    return pair_cost_model(pair, load_models()), "measured on this machine"
+        return load_pair(pair, device=device, dtype=dtype or "float32", kernels=kernels)
+    return load_models
 
 
 def best_tree_size(cost: CostModel, expected_tau: dict[int, float], layers: dict[int, list[int]]) -> int:

@@ -1,0 +1,142 @@
+"""The step model (`speed.stepmodel`): every term of a live step is timed where it happens, the fit recovers the
+terms it is made of, projections read it, and `bench` rows carry the projection beside the measurement."""
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from helpers import byte_tokenizer, tiny_llama
+
+from spectree.core.decode import StepStats, speculative_generate
+from spectree.speed.costmodel import CostModel
+from spectree.speed.stepmodel import fit_steps, plain_seconds, predict_live, predict_steps, step_arrays
+from spectree.strategies import parse_strategy
+
+CURVE = CostModel("m", 256, [1, 8, 64], target_s=[0.050, 0.060, 0.120], draft_s=[0.010, 0.011, 0.020])
+TRUE = {"draft": [0.002, 1.2, 0.004], "verify": [0.010, 1.1, 0.008], "tree": [0.0001, 0.001, 2e-5, 5e-5],
+        "keep": [0.0003, 0.0002], "rest": [0.001, 0.0001]}
+
+
+def synthetic_steps(n: int, seed: int = 0) -> list[StepStats]:
+    """Steps whose every term is exactly TRUE's function of its sizes (the draft forwards' widths, the tree)."""
+    rng = np.random.default_rng(seed)
+
+    def lin(term, *x):
+        return float(np.dot(TRUE[term], [1, *x]))
+    steps = []
+    for _ in range(n):
+        gamma, L = int(rng.integers(0, 60)), int(rng.integers(20, 900))
+        tau = int(rng.integers(1, min(gamma, 6) + 2))
+        widths = [] if gamma == 0 else [*map(int, rng.integers(1, 9, int(rng.integers(1, 6)))), tau]
+        offered = 0 if gamma == 0 else int(rng.integers(gamma, 5 * gamma + 2))
+        forwards = [(w, lin("draft", CURVE.t_draft(w), w * L / 1000)) for w in widths]
+        verify = lin("verify", CURVE.t_target(gamma + 1), (gamma + 1) * L / 1000)
+        tree, keep = lin("tree", float(gamma > 0), offered, gamma), lin("keep", tau)
+        rest = lin("rest", gamma + 1)
+        steps.append(StepStats(tau, gamma, 0.0, 0.0, tree, draft_forwards=forwards, verify_forward_s=verify,
+                               keep_s=keep, offered=offered, prefix=L,
+                               step_s=sum(s for _, s in forwards) + verify + tree + keep + rest))
+    return steps
+
+
+def test_the_fit_recovers_the_terms_a_step_is_made_of():
+    steps = synthetic_steps(400)
+    fit = fit_steps(steps, CURVE)
+    for term, coef in TRUE.items():
+        assert fit.coef[term] == pytest.approx(coef, rel=1e-4, abs=1e-7), term
+    assert fit.residuals["step"]["p90"] < 1e-6 and abs(fit.residuals["step"]["total"]) < 1e-6
+    held = synthetic_steps(50, seed=1)
+    assert predict_live(fit, CURVE, held) == pytest.approx([s.step_s for s in held], rel=1e-5)
+    # a replayed step described by its widths (catch-up first) is priced the same as the live step it stands for
+    one = held[next(i for i, s in enumerate(held) if s.gamma > 0)]
+    widths = [[one.draft_forwards[-1][0], *(w for w, _ in one.draft_forwards[:-1])]]
+    assert predict_steps(fit, CURVE, widths, [one.tau], [one.gamma], [one.offered], [one.prefix])[0] == \
+        pytest.approx(one.step_s, rel=1e-5)
+    L = np.array([100, 800])  # a plain step: the verify forward over one token, its root, keep and the rest
+    assert plain_seconds(fit, CURVE, L) == pytest.approx(
+        [TRUE["verify"][0] + 1.1 * 0.05 + 0.008 * x / 1000 + 0.0001 + 0.0005 + 0.0011 for x in L])
+
+
+def test_without_a_step_model_a_step_is_its_forwards_as_before():
+    tau, layers, gamma = 2, [1, 4, 8], 12
+    assert CURVE.step_seconds([tau, *layers], gamma + 1) == pytest.approx(
+        sum(CURVE.t_draft(n) for n in [tau, *layers]) + CURVE.t_target(gamma + 1))
+    assert CURVE.plain_seconds([10, 500]) == pytest.approx([0.05, 0.05])
+    fitted = CostModel(**{**CURVE.__dict__, "step": fit_steps(synthetic_steps(100), CURVE).__dict__})  # from JSON
+    assert fitted.step_seconds([tau, *layers], gamma + 1, tau, offered=40, prefix=300) > \
+        CURVE.step_seconds([tau, *layers], gamma + 1)
+
+
+@pytest.mark.parametrize("spec", ["ar", "chain:k=3", "eagle2:K=4,d_max=3,N=8", "kary:b=2,d=2"])
+def test_a_live_step_is_timed_term_by_term(spec):
+    target, draft = tiny_llama(0, layers=3), tiny_llama(1, layers=1)
+    policy = parse_strategy(spec)
+    g = speculative_generate(target, draft, [3, 4, 5, 6], policy, 12, generator=torch.Generator().manual_seed(0))
+    assert g.prefill_s > 0 and g.steps
+    a = step_arrays(g.steps)
+    for i, s in enumerate(g.steps):
+        assert s.prefix == 4 + sum(x.tau for x in g.steps[:i])
+        parts = a["draft_s"][i] + s.verify_forward_s + s.tree_s + s.keep_s
+        assert 0 < parts <= s.step_s and s.verify_forward_s > 0 and s.keep_s > 0
+        if policy.d_max == 0:
+            assert s.draft_forwards == [] and s.offered == 0
+            continue
+        assert s.offered >= s.gamma and s.offered >= policy.K
+        widths = [n for n, _ in s.draft_forwards]
+        if i < len(g.steps) - 1:  # the catch-up over the committed tokens comes last (not after the final step)
+            assert widths[-1] == s.tau
+    assert sum(s.step_s for s in g.steps) + g.prefill_s <= g.wall_s
+
+
+def test_bench_rows_carry_the_projection_beside_the_measurement():
+    from helpers import ToyChat
+
+    from spectree.prompts import Prompt
+    from spectree.speed.bench import HF, run_strategies, summarize_runs
+
+    target, draft = tiny_llama(0, layers=3), tiny_llama(1, layers=1)
+    prompts = [Prompt("toy", "a", "c", "x"), Prompt("toy", "b", "c", "y")]
+    cost = CostModel("m", 8, [1, 4, 16, 64], [0.001, 0.0012, 0.0015, 0.003], [0.0005, 0.0006, 0.0007, 0.001])
+    policies = {"chain": parse_strategy("chain:k=2"), "eagle2": parse_strategy("eagle2:K=4,d_max=3,N=8")}
+    bare = summarize_runs(run_strategies((target, draft, ToyChat()), prompts, policies, 8))
+    assert bare.projected.isna().all()  # no cost model: nothing projected
+    g = speculative_generate(target, draft, [3, 4, 5], policies["eagle2"], 8)
+    cost.step = fit_steps(g.steps + speculative_generate(target, draft, [3, 4, 5], None, 8).steps, cost)
+    runs = run_strategies((target, draft, ToyChat()), prompts, policies, 8, cost=cost)
+    table = summarize_runs(runs).set_index("strategy")
+    assert math.isnan(table.projected[HF]) and table.projected[["chain", "eagle2"]].gt(0).all()
+    assert table.projected_error["chain"] == pytest.approx(table.projected["chain"] / table.speedup["chain"] - 1)
+    for r in runs:
+        assert (r.strategy == HF) == math.isnan(r.projected_s)
+
+
+def test_the_step_model_is_fitted_once_and_cached_beside_the_cost_model(tmp_path, monkeypatch):
+    from spectree.speed import costmodel, stepmodel
+
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    monkeypatch.setattr(stepmodel, "FIT_TOKENS", 6)
+    monkeypatch.setattr(stepmodel, "MAX_MEDIAN_ERROR", math.inf)  # a tiny model's 1 ms steps are all noise
+    monkeypatch.setattr("spectree.speed.load.BUSY_CORES", math.inf)
+    tok = byte_tokenizer()
+    target, draft = tiny_llama(0, layers=3, vocab=len(tok), context=8192), tiny_llama(1, 1, len(tok), 8192)
+    first = costmodel.pair_cost_model("tiny", (target, draft, tok))
+    assert first.step is not None and first.step.n_steps > 0 and "sharegpt" in first.step.source
+    path = costmodel.steps_path(costmodel.cache_path("tiny", kernels="stock"))
+    assert path.exists()
+    monkeypatch.setattr(stepmodel, "live_steps", lambda *a, **k: pytest.fail("fitted again"))
+    again, origin = costmodel.cached_cost_model("tiny", measure=False)
+    assert again.step == first.step and "no step model" not in origin
+    monkeypatch.setattr("spectree.speed.load.BUSY_CORES", 0.5)  # a fit timed beside 0.9 busy cores is not trusted
+    path.write_text(stepmodel.to_json(replace(first.step, other_cores=0.9)))
+    bare, origin = costmodel.cached_cost_model("tiny", measure=False)
+    assert bare.step is None and "no step model" in origin
+    path.unlink()
+    assert costmodel.cached_cost_model("tiny", measure=False)[0].step is None
+
+
+def test_a_fit_that_does_not_explain_its_steps_is_not_plausible():
+    fit = fit_steps(synthetic_steps(60), CURVE, other_cores=0.0)
+    assert fit.plausible
+    assert not replace(fit, other_cores=1.2).plausible
+    assert not replace(fit, residuals={**fit.residuals, "step": {"median": 1.49, "p90": 1.9, "total": 0.0}}).plausible

@@ -322,7 +322,7 @@ def test_cli_refuses_bad_pairs_and_specs_with_the_shipped_files(argv, message, c
 
 
 def test_target_plus_draft_names_a_pair():
-    assert pairs.check_pair_name(f"{PAIR}+edd:smollm2-edd") == pairs.PairSpec(PAIR, "edd:smollm2-edd")
+    assert pairs.check_pair_name(f"{PAIR}+edd:smollm2-edd") == pairs.Pair(f"{PAIR}+edd:smollm2-edd", PAIR, "edd:smollm2-edd")
     assert pairs.check_pair_name(f"{PAIR}+layerskip:12").draft == "layerskip:12"
 
 

@@ -51,7 +51,7 @@ def no_weights(monkeypatch):
 def test_own_folders_name_a_pair(own, no_weights):
     target, draft, _ = own
     spec = pairs.check_pair_name(f"{target}+hf:{draft}")
-    assert spec == pairs.PairSpec(str(target), f"hf:{draft}")
+    assert (spec.target, spec.draft) == (str(target), f"hf:{draft}") and spec.name == f"{target}+hf:{draft}"
     assert pairs.parse_draft(spec.draft).checkpoint is None
     assert pairs.draft_digest(f"{target}+hf:{draft}") == targets.model_identity(str(draft))  # its files' digest
 
@@ -164,7 +164,8 @@ def test_presets_resolve_and_may_not_shadow_a_builtin_pair(own, tmp_path, monkey
     (tmp_path / "params").mkdir()
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
     (tmp_path / "params/pairs.yaml").write_text(f"mine+tiny:\n  target: {target}\n  draft: hf:{draft}\n")
-    assert pairs.check_pair_name("mine+tiny") == pairs.PairSpec(str(target), f"hf:{draft}")
+    mine = pairs.check_pair_name("mine+tiny")  # a preset: its target and draft, under the name it was given
+    assert (mine.name, mine.target, mine.draft) == ("mine+tiny", str(target), f"hf:{draft}")
     (tmp_path / "params/pairs.yaml").write_text("smollm2-edd:\n  target: x/y\n  draft: hf:x/z\n")
     with pytest.raises(SpectreeError, match="preset 'smollm2-edd' has the name of a built-in pair"):
         pairs.check_pair_name("smollm2-edd")
@@ -309,3 +310,21 @@ def test_an_eagle_pair_benches(eagle_pair):
     table = summarize_runs(runs)
     assert table.strategy.tolist() == [HF, *POLICIES] and table.exact.tolist() == [1.0] * 4
     assert find_mismatches(models, runs, PROMPTS) == []
+
+
+def test_a_pair_is_parsed_and_checked_once_then_passed_down(own, no_weights, monkeypatch):
+    """Issue 46: `as_pair` splits a pair name once; the `Pair` value carries its tag and identity, worked out once,
+    and `check_pair_name` / `load_pair` given the value do not parse or check it again."""
+    target, draft, _ = own
+    pair = pairs.as_pair(f"{target}+hf:{draft}")
+    assert pairs.as_pair(pair) is pair and str(pair) == pair.name and pair.spec.kind == "hf"
+    assert pair.tag == pairs.pair_tag(pair.name) and pair.identity == pairs.pair_identity(pair.name)
+    checks = []
+    monkeypatch.setattr(pairs, "check_weights", lambda *a: checks.append(a))
+    assert pairs.check_pair_name(pair) is pair and pairs.check_pair_name(pair) is pair
+    assert len(checks) == 2  # the target's weights and the draft's, once
+    monkeypatch.setattr(pairs, "model_identity", lambda *a: pytest.fail("identity worked out again"))
+    assert pair.identity and pairs.pair_identity(pair) == pair.identity
+    from spectree.speed.costmodel import cost_manifest
+
+    assert cost_manifest(pair, "m")["pair"] == pair.name  # the cost model's files: the value's tag and identity

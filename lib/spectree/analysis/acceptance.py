@@ -225,11 +225,11 @@ def draft_plan(pairs: list[str], ablations: dict[str, str], ablation_base: str, 
     """The `DraftPlan` of notebook 01. Ablation and equal-budget rows are drafts of the SmolLM2 target: kept only
     when one of `pairs` has their target; the scratch training (`train_steps` > 0) distils a draft from the
     SmolLM2 target, so it runs only when one of `pairs` has it; the EDD claims need the shipped `edd` pair."""
-    from spectree.drafts.pairs import TARGETS, pair_parts, parse_draft
+    from spectree.drafts.pairs import TARGETS, as_pair
     from spectree.drafts.applies import NEEDS
 
     def target(name: str) -> str:
-        return pair_parts(name)[0] if name else ""
+        return as_pair(name).target if name else ""
 
     targets, notes = {target(p) for p in pairs}, []
     kept = {k: v for k, v in ablations.items() if target(v) in targets}
@@ -240,8 +240,7 @@ def draft_plan(pairs: list[str], ablations: dict[str, str], ablation_base: str, 
     if dropped:
         notes.append(f"left out (drafts of another target than {sorted(targets)}): {', '.join(dropped)}")
     scored = [p for p in dict.fromkeys([*pairs, *kept.values(), base, *budget.values()]) if p]
-    runs = [parse_draft(pair_parts(p)[2]).arg for p in scored
-            if parse_draft(pair_parts(p)[2]).kind in ("edd", "vdm")]
+    runs = [as_pair(p).spec.arg for p in scored if as_pair(p).spec.kind in ("edd", "vdm")]
     train = train_steps > 0 and any(t in TARGETS for t in targets)
     if train_steps > 0 and not train:
         notes.append(f"scratch training not run: it needs {NEEDS['smollm2']}")

@@ -29,7 +29,7 @@ def _checked_prompts(args, depth: int) -> list:
     from spectree.drafts.pairs import check_pair_name, check_pair_prompts
     from spectree.prompts import parse_prompt_spec
 
-    check_pair_name(args.pair)
+    args.pair = check_pair_name(args.pair)  # parsed and checked once: a `Pair` from here down
     prompts = parse_prompt_spec(args.prompts)
     check_pair_prompts(args.pair, prompts, args.max_new_tokens, depth, new_tokens="--max-new-tokens")
     return prompts
@@ -88,9 +88,9 @@ def cmd_bench(args) -> int:
 def _check_assistant(pair: str) -> None:
     """`--hf-assisted` needs a standalone draft LM as HF's assistant_model (`speed.bench.standalone`): a pair whose
     draft is none is refused from its spec (a trained draft's kind from its checkpoint's metadata), before a load."""
-    from spectree.drafts.pairs import check_draft_file, check_pair_name, parse_draft
+    from spectree.drafts.pairs import check_draft_file, check_pair_name
 
-    draft = parse_draft(check_pair_name(pair).draft)
+    draft = check_pair_name(pair).spec
     kind = check_draft_file(draft.checkpoint)["kind"] if draft.checkpoint else draft.kind
     if kind not in ("layerskip", "vdm", "hf"):
         what = ("a synthetic mix draft (the target's forwards inside it)" if kind == "mix"
@@ -209,7 +209,7 @@ def _confirm_prompts(args, path: Optional[Path], prompts: Optional[list], engine
     if args.cost_model:
         raise SpectreeError("--confirm decodes on this machine and checks its own cost model: leave out --cost-model")
     logged = {p.key for p in prompts} if prompts is not None else {lp.prompt.key for lp in read_logbook(path)}
-    pair = args.pair or LogConfig(**json.loads((path / "config.json").read_text())).pair
+    pair = args.pair or LogConfig(**json.loads((path / "config.json").read_text())).pair  # a Pair, or the logbook's
     held = held_out_prompts(logged, args.confirm, args.confirm_prompts)
     check_pair_prompts(pair, held, args.max_new_tokens, engine.log.d_max, new_tokens="--max-new-tokens")
     return held
@@ -230,9 +230,9 @@ def cmd_tune(args) -> int:
 
 def cmd_acceptance(args) -> int:
     from spectree.analysis.acceptance import acceptance_table
-    from spectree.drafts.pairs import check_pair_name, parse_draft
+    from spectree.drafts.pairs import check_pair_name
 
-    draft = parse_draft(check_pair_name(args.pair).draft)
+    draft = check_pair_name(args.pair).spec
     card = draft.checkpoint.with_suffix(".json") if draft.checkpoint else None
     if args.card and not card:
         raise SpectreeError(f"--card: pair {args.pair} has no trained draft card: a {draft.kind} draft has none "

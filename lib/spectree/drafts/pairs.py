@@ -2,7 +2,8 @@
 a hub id in the HF cache, `targets.py`) and the drafts (specs parsed in `draftspec.py`), by name or by spec
 (TARGET+DRAFT, or a preset of params/pairs.yaml). The dequantised target is cached as safetensors so later loads
 take well under a second; the cache's manifest (source.json) names the GGUF file it was made from, and another
-file rebuilds it. `pair_tag` names a pair in file names, `pair_identity` / `draft_digest` say what its weights are.
+file rebuilds it. A pair string is parsed once into a `Pair` (`as_pair`) that is passed down: its `tag` names it in
+file names, its `identity` (and `draft_digest`) says what its weights are.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -41,7 +42,6 @@ from spectree.drafts.targets import (
     check_tokenizers,
     check_weights,
     eagle_folder,
-    fit_vocab,
     load_folder,
     model_folder,
     model_identity,
@@ -82,6 +82,57 @@ PAIRS: dict[str, PairSpec] = {
     "smollm2-edd": PairSpec("smollm2-135m-instruct", "edd:smollm2-edd"),
     "smollm2-vdm": PairSpec("smollm2-135m-instruct", "vdm:smollm2-vdm"),
 }
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A pair parsed once, at the command line or notebook boundary (`as_pair`), and passed down as a value: `name`
+    as the user gave it (a built-in pair, a preset of params/pairs.yaml or 'TARGET+DRAFT'), its `target` and `draft`
+    specs ('' when the name has no '+'), and — each worked out once, on first use — the parsed draft (`spec`), its
+    name in file names (`tag`) and the identity of the user's own models in it (`identity`). `checked()` runs the
+    file checks of `check_pair_name` once."""
+
+    name: str
+    target: str
+    draft: str
+
+    def __str__(self) -> str:
+        return self.name
+
+    @cached_property
+    def spec(self) -> DraftSpec:
+        return parse_draft(self.draft)
+
+    @cached_property
+    def tag(self) -> str:
+        return _tag(self.name)
+
+    @cached_property
+    def identity(self) -> dict:
+        return _identity(self)
+
+    @cached_property
+    def _checked(self) -> bool:
+        _check(self)
+        return True
+
+    def checked(self) -> "Pair":
+        """This pair after `check_pair_name`'s checks (from files alone, before any weights load), run once."""
+        assert self._checked
+        return self
+
+
+def as_pair(name: "str | Pair") -> Pair:
+    """A pair name parsed into a `Pair` (no file read), or the `Pair` given: the one place a pair string is split."""
+    if isinstance(name, Pair):
+        return name
+    known = presets(PAIRS)  # read every time: a preset named like a built-in pair is refused whatever is asked
+    if name in PAIRS:
+        return Pair(name, PAIRS[name].target, PAIRS[name].draft)
+    if name in known:
+        return Pair(name, known[name][0], known[name][1])
+    target, _, draft = name.partition("+")
+    return Pair(name, target, draft)
 
 
 def packaged_gguf_path(spec: PackagedGGUF) -> Path:
@@ -201,7 +252,7 @@ def check_pair_prompts(pair: str, prompts: list, max_new_tokens: int, depth: int
     spec = check_pair_name(pair)
     if models is None:
         tok, config = target_tokenizer(spec.target)
-        draft = parse_draft(spec.draft)
+        draft = spec.spec
         if draft.kind == "layerskip":
             check_layerskip(int(draft.arg), config)
     else:
@@ -209,96 +260,37 @@ def check_pair_prompts(pair: str, prompts: list, max_new_tokens: int, depth: int
     check_prompts(prompts, tok, config, max_new_tokens, depth, new_tokens)
 
 
-def load_trained_draft(path: Path, target: PreTrainedModel):
-    """A shipped one-layer draft (stored in fp16 or int8, `drafts.storage`): VDM as a plain HF model, EDD wrapped in
-    its hidden-state drafter."""
-    from safetensors import safe_open
-
-    from spectree.drafts.edd import EDDDrafter, add_fusion, one_layer_draft
-    from spectree.drafts.storage import unpack
-
-    meta = check_draft_file(path)
-    with safe_open(str(path), framework="pt") as f:
-        state = {k.removeprefix("layer."): v for k, v in unpack(f).items()}  # fp16 or int8 rows (`storage`)
-    draft = one_layer_draft(target)
-    fuse = state.pop("fuse.weight", None)
-    if fuse is not None:
-        if tuple(fuse.shape) != (target.config.hidden_size,) * 2:
-            raise SpectreeError(f"{path} does not fit this target: fuse.weight has shape {tuple(fuse.shape)}, "
-                                f"expected {(target.config.hidden_size,) * 2}")
-        add_fusion(draft).fuse.weight.data.copy_(fuse.to(target.device, target.dtype))
-    layer = draft.model.layers[0]
-    expected = {k: tuple(v.shape) for k, v in layer.state_dict().items()}
-    got = {k: tuple(v.shape) for k, v in state.items()}
-    if expected != got:
-        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
-        wrong = sorted(k for k in set(expected) & set(got) if expected[k] != got[k])
-        raise SpectreeError(f"{path} does not fit this target: missing {missing}, unexpected {extra}, "
-                            f"wrong shapes {[(k, got[k], expected[k]) for k in wrong]}")
-    layer.load_state_dict({k: v.to(target.device, target.dtype) for k, v in state.items()})
-    if meta.get("kind") == "edd":
-        return EDDDrafter(draft, int(meta["hidden_layer"]), meta.get("hidden_norm", "0") == "1")
-    return draft
-
-
-def load_draft(spec: str, target: PreTrainedModel, device: Optional[str] = None, dtype=None):
-    """The draft of `spec` for `target`, on the target's device and in its dtype (`dtype`: override for an
-    `hf:` draft). A standalone `hf:` draft whose head covers another number of ids than the target's scores
-    exactly the target's (`targets.fit_vocab`)."""
-    from spectree.drafts.edd import EDDDrafter, reduce_vocab
-
-    parsed, ids = parse_draft(spec), draft_vocab(spec)
-    if parsed.kind == "mix":
-        from spectree.core.decode import as_drafter
-        from spectree.drafts.mix import MixDrafter
-
-        return MixDrafter(as_drafter(load_draft(parsed.arg, target, device, dtype)), target, parsed.weight)
-    if parsed.kind == "layerskip":
-        draft = layerskip_draft(target, int(parsed.arg))
-    elif parsed.kind == "hf":
-        where = str(target.device) if device in (None, "auto") else device  # a small draft stays on one device
-        draft = fit_vocab(load_target(parsed.arg, where, dtype or target.dtype)[0], target.config.vocab_size)
-    elif parsed.kind == "eagle":
-        from spectree.drafts.eagle import load_eagle_drafter
-
-        draft = load_eagle_drafter(eagle_folder(parsed.arg), target)
-    else:
-        draft = load_trained_draft(parsed.checkpoint, target)
-    if ids is not None:
-        reduce_vocab(draft.lm.model if isinstance(draft, EDDDrafter) else draft, ids)
-    return draft
-
-
-def pair_parts(name: str) -> tuple[str, str, str]:
+def pair_parts(name: "str | Pair") -> tuple[str, str, str]:
     """(target, '+', draft) of a named pair, a preset of params/pairs.yaml or 'TARGET+DRAFT' ('' for no '+')."""
-    known = presets(PAIRS)  # read every time: a preset named like a built-in pair is refused whatever is asked
-    if name in PAIRS:
-        return PAIRS[name].target, "+", PAIRS[name].draft
-    if name in known:
-        return known[name][0], "+", known[name][1]
-    return name.partition("+")
+    p = as_pair(name)
+    return p.target, "+" if p.draft or "+" in p.name else "", p.draft
 
 
 def _is_model(name: str) -> bool:
     return name in TARGETS or Path(name).expanduser().exists() or "/" in name
 
 
-def check_pair_name(name: str) -> PairSpec:
+def check_pair_name(name: "str | Pair") -> Pair:
     """A named pair (built-in or a preset of params/pairs.yaml), or any 'TARGET+DRAFT' (e.g.
-    'smollm2-135m-instruct+edd:abl-edd-ce', how the training ablations are scored, or 'FOLDER+hf:FOLDER'). Checked
-    from files alone, before any weights load: the target exists (a folder or a cached hub id with its weights),
-    a trained draft's checkpoint is whole and its token ranking too if it names one, an `hf:` draft has its
-    weights and the target's tokenizer (`targets.check_tokenizers`), an `eagle:` head its config and weights."""
-    target, plus, draft = pair_parts(name)
-    if not plus or not _is_model(target):
+    'smollm2-135m-instruct+edd:abl-edd-ce', how the training ablations are scored, or 'FOLDER+hf:FOLDER'), parsed
+    (`as_pair`) and checked once from files alone, before any weights load: the target exists (a folder or a cached
+    hub id with its weights), a trained draft's checkpoint is whole and its token ranking too if it names one, an
+    `hf:` draft has its weights and the target's tokenizer (`targets.check_tokenizers`), an `eagle:` head its
+    config and weights."""
+    return as_pair(name).checked()
+
+
+def _check(p: Pair) -> None:
+    name, target, draft = p.name, p.target, p.draft
+    if not pair_parts(p)[1] or not _is_model(target):
         raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted({**presets(PAIRS), **PAIRS}))}] "
                             f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)}, a model folder or a hub id (owner/name) "
                             f"in the HF cache, and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N', 'hf:MODEL', "
                             f"'eagle:FOLDER' or 'mix:λ:DRAFT'")
-    parsed = parse_draft(draft)
+    parsed = p.spec
     if parsed.kind == "mix":  # a synthetic draft (drafts.mix): its real draft is checked as a pair of its own
         check_pair_name(f"{target}+{parsed.arg}")
-        return PairSpec(target, draft)
+        return
     try:
         if target not in TARGETS:
             check_weights(_model_path(target, "target"), target, "target")
@@ -317,23 +309,22 @@ def check_pair_name(name: str) -> PairSpec:
     if path is not None:
         check_draft_file(path)
     draft_vocab(draft)
-    return PairSpec(target, draft)
 
 
-def pair_draft(name: str) -> str:
+def pair_draft(name: "str | Pair") -> str:
     """The draft spec of a pair name (named or TARGET+DRAFT), without checking that it exists."""
-    return PAIRS[name].draft if name in PAIRS else name.partition("+")[2]
+    return as_pair(name).draft
 
 
-def draft_digest(name: str) -> Optional[str]:
+def draft_digest(name: "str | Pair") -> Optional[str]:
     """What a pair's draft is loaded from, so that results made with a retrained draft of the same name are told
     apart: a content hash of a trained draft's checkpoint (and the token ranking of a reduced head); for an `hf:` /
     `eagle:` model its identity (`targets.model_identity`: its files' digest, or a hub snapshot's commit); None for
     a layer-skip draft (the target's own layers)."""
-    spec = pair_draft(name)
-    draft = parse_draft(spec)
+    p = as_pair(name)
+    draft = p.spec
     if draft.kind == "mix":
-        return f"mix:{draft.weight:g}:{draft_digest(pair_parts(name)[0] + '+' + draft.arg)}"
+        return f"mix:{draft.weight:g}:{draft_digest(p.target + '+' + draft.arg)}"
     if draft.kind in ("hf", "eagle"):
         return draft.arg if draft.arg in TARGETS else model_identity(draft.arg)
     if draft.checkpoint is None:
@@ -342,35 +333,43 @@ def draft_digest(name: str) -> Optional[str]:
     return file_digest(draft.checkpoint, *ranking)
 
 
-def target_digest(name: str) -> Optional[str]:
+def target_digest(name: "str | Pair") -> Optional[str]:
     """The identity of a pair's target when it is a model folder or a hub id (`targets.model_identity`), so that
     retrained weights at the same path are told apart; None for a registry target (its dequantised copy has a
     manifest of its own) or a name that is no pair."""
-    target, plus, _ = pair_parts(name)
-    return model_identity(target) if plus and target not in TARGETS and _is_model(target) else None
+    p = as_pair(name)
+    return model_identity(p.target) if pair_parts(p)[1] and p.target not in TARGETS and _is_model(p.target) else None
 
 
-def pair_identity(name: str) -> dict:
+def pair_identity(name: "str | Pair") -> dict:
     """{'target': ..., 'draft': ...} of the user's own models in a pair (folders, hub ids; `target_digest`,
-    `draft_digest`), for the manifests of caches keyed by a pair; {} for a shipped pair or any name that is none."""
-    target, plus, draft = pair_parts(name)
-    if not plus:
+    `draft_digest`), for the manifests of caches keyed by a pair; {} for a shipped pair or any name that is none.
+    Worked out once per `Pair` (`Pair.identity`)."""
+    return as_pair(name).identity
+
+
+def _identity(p: Pair) -> dict:
+    if not pair_parts(p)[1]:
         return {}
-    out = {"target": target_digest(name)} if target not in TARGETS and _is_model(target) else {}
-    real = parse_draft(draft).arg if draft.startswith("mix:") else draft  # a mix draft: its real draft's identity
+    out = {"target": target_digest(p)} if p.target not in TARGETS and _is_model(p.target) else {}
+    real = parse_draft(p.draft).arg if p.draft.startswith("mix:") else p.draft  # a mix draft: its real draft's
     if real.partition(":")[0] in ("hf", "eagle"):
-        out["draft"] = draft_digest(name)
+        out["draft"] = draft_digest(p)
     return out
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def pair_tag(name: str) -> str:
+def pair_tag(name: "str | Pair") -> str:
     """A pair's name as it stands in file names (logbooks, cost models, classifiers): the name itself when it is
     already one (letters, digits, '_', '-', '.', '+'; every shipped pair, so their caches keep their names), else
     a readable slug of its last path parts plus a digest of the whole name ('/data/llama+hf:/data/tiny' →
-    'llama+hf-tiny-1a2b3c4d')."""
+    'llama+hf-tiny-1a2b3c4d'). Worked out once per `Pair` (`Pair.tag`)."""
+    return as_pair(name).tag
+
+
+def _tag(name: str) -> str:
     try:
         return check_name(name, "pair")
     except SpectreeError:
@@ -383,36 +382,5 @@ def pair_tag(name: str) -> str:
     return f"{slug or 'pair'}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def load_pair(name: str = "smollm2-layerskip", device: Optional[str] = None, kernels: str = "stock",
-              dtype="auto"):
-    """(target, draft, tokenizer) for a pair (named or by spec); `kernels`: "stock" (HF's), "packed" (both
-    multiply by prepacked weights where the CPU allows it) or "auto" (prepacked from the row count where they are
-    faster on this machine; `kernels.use_kernels`). `device`: None / 'auto' (CUDA when present, a large target
-    over every GPU) or a torch device; `dtype`: 'auto' (the default: bf16 on CUDA, fp32 on CPU, so notebooks
-    follow the device), 'float32', 'bfloat16', 'float16'. Everything is checked (`check_pair_name`, the dtype) before any weights load."""
-    from spectree.core.drafting import draft_model
-    from spectree.core.kernels import check_kernels, use_kernels
-
-    check_kernels(kernels)
-    dtype = resolve_dtype(dtype, device)
-    spec = check_pair_name(name)
-    target, tok = load_target(spec.target, device=device, dtype=dtype)
-    draft = load_draft(spec.draft, target, device, dtype)
-    use_kernels(kernels, target, draft_model(draft))
-    return target, draft, tok
-
-
-def reference_draft(pair: str, reference: str, models, kernels: str = "stock"):
-    """(the draft of pair `reference`, its head in words) loaded onto the target of `models` (loaded for `pair`),
-    on `kernels`: e.g. the full-head draft timed beside the reduced head a notebook times by default
-    (`run_strategies(..., drafts=)`). Both pairs must name the same target; refused in one line otherwise."""
-    from spectree.core.drafting import draft_model
-    from spectree.core.kernels import use_kernels
-
-    mine, theirs = check_pair_name(pair), check_pair_name(reference)
-    if mine.target != theirs.target:
-        raise SpectreeError(f"reference pair '{reference}' has target {theirs.target}, not {pair}'s {mine.target}: "
-                            f"a reference row must draft for the same target")
-    draft = load_draft(theirs.draft, models[0])
-    use_kernels(kernels, draft_model(draft))
-    return draft, parse_draft(theirs.draft).head
+# the loaders (`drafts.loading`), under the names every caller and test uses
+from spectree.drafts.loading import load_draft, load_pair, load_trained_draft, reference_draft  # noqa: E402,F401

@@ -46,6 +46,8 @@ class LogConfig:
     d_env: int = 4
 
     def __post_init__(self):
+        if not isinstance(self.pair, str):  # a `Pair` value: the config holds (and files record) its name
+            object.__setattr__(self, "pair", str(self.pair))
         for key, value in asdict(self).items():
             if isinstance(value, int) and value < 1:
                 raise SpectreeError(f"logbook: {key} must be positive, got {value}")
@@ -138,11 +140,11 @@ def read_logged_prompt(path: Path) -> LoggedPrompt:
 
 
 def logbook_dir(cfg: LogConfig, name: str) -> Path:
-    """data/cache/logbooks/<pair tag>-<name>-<config key>: the pair as `pairs.pair_tag` writes it in file names
+    """data/cache/logbooks/<pair tag>-<name>-<config key>: the pair as `Pair.tag` writes it in file names
     (a shipped pair's own name; a folder or hub pair's slug and digest)."""
-    from spectree.drafts.pairs import pair_tag
+    from spectree.drafts.pairs import as_pair
 
-    return cache_dir() / "logbooks" / f"{pair_tag(cfg.pair)}-{name}-{cfg.key()}"
+    return cache_dir() / "logbooks" / f"{as_pair(cfg.pair).tag}-{name}-{cfg.key()}"
 
 
 def logbook_tag(prompts: str) -> str:
@@ -161,15 +163,16 @@ def logbook_manifest(prompts: list[Prompt], cfg: LogConfig, dtype=None, device=N
     target's identity (`pairs.target_digest`), and the pair's precision and device where they are not float32 on
     the CPU (the logbooks made before they were a choice are), so retrained weights or another precision or device
     at the same names are logged again."""
-    from spectree.drafts.pairs import draft_digest, target_digest
+    from spectree.drafts.pairs import as_pair, draft_digest, target_digest
     from spectree.drafts.targets import resolve_device
 
     kind = torch.device(resolve_device(device)).type  # None / 'auto': where load_pair puts the pair
     placed = {**({} if dtype in (None, torch.float32) else {"dtype": str(dtype).removeprefix("torch.")}),
               **({} if kind == "cpu" else {"device": kind})}
-    target = target_digest(cfg.pair)
+    pair = as_pair(cfg.pair)  # parsed once for both digests
+    target = target_digest(pair)
     return {**asdict(cfg), "format": LOG_FORMAT, "prompts": [p.key for p in prompts],
-            "texts": digest([p.text for p in prompts]), "draft": draft_digest(cfg.pair),
+            "texts": digest([p.text for p in prompts]), "draft": draft_digest(pair),
             **({} if target is None else {"target": target}), **placed}
 
 

@@ -315,11 +315,11 @@ def run_tune(engine: Engine, path: Optional[Path], prompts: Optional[list], pair
     if token_map:
         from spectree.drafts.pairs import check_pair_name, draft_vocab
 
-        if draft_vocab(check_pair_name(pair).draft) is None:
+        if draft_vocab(check_pair_name(pair).draft) is None:  # a Pair from the command line: checked once
             raise SpectreeError(f"--token-map: pair {pair}'s draft has its full head; name a reduced one, e.g. "
                                 f"smollm2-135m-instruct+edd:smollm2-edd@8192")
     if path is None:
-        cfg = replace(engine.log, pair=pair, max_new_tokens=max_new_tokens)
+        cfg = replace(engine.log, pair=str(pair), max_new_tokens=max_new_tokens)  # a config holds the name
         name = check_name(f"tune-{engine.name}-{logbook_tag(prompt_spec)}-{len(prompts)}", "logbook")
         print(f"logging {len(prompts)} prompts × {max_new_tokens} tokens for {engine.name}'s grid "
               f"(K={cfg.K}, d_max={cfg.d_max}, beam={cfg.beam}) into {name}")

@@ -4,7 +4,8 @@ per machine, and the hardware-aware choice of a tree size. PCT's s_d/s_t comes f
 A cached cost model is an internal cache keyed by what it was measured from (`cost_manifest`: pair, machine,
 timed-path version, sizes, prefix; the precision and device where they are not float32 on the CPU; the identity
 of a folder or hub target and of an `hf:` / `eagle:` draft), so one made from anything else is measured again, not
-refused. Its file is named by `cost_key` (the pair as `pairs.pair_tag` writes it, then kernels / dtype / device).
+refused. Its file is named by `cost_key` (the pair's `Pair.tag`, then kernels / dtype / device). A pair string is
+parsed once (`pairs.as_pair`) where it enters; the `Pair` value is passed down.
 The prompt-length axis (`length_table`: the same timings over longer committed prefixes) is measured on demand
 and kept out of that cache.
 """
@@ -26,6 +27,7 @@ from spectree.core.kernels import kernels_in_use, machine_id
 from spectree.core.manifest import beside, matches, reuse_or_rebuild
 from spectree.core.policy import Policy
 from spectree.core.paths import atomic_write_text, cache_dir
+from spectree.drafts.pairs import Pair, as_pair, load_pair
 from spectree.speed.stepmodel import StepFit, plain_seconds, predict_steps
 from spectree.core.treeattn import (
     causal_allowed,
@@ -179,32 +181,29 @@ def _placed(dtype=None, device=None) -> dict:
             **({} if kind == "cpu" else {"device": kind})}
 
 
-def cost_key(pair: str, kernels: str = "stock", dtype=None, device=None) -> str:
-    """The cost model's name in file names: the pair's tag (`pairs.pair_tag`: a shipped pair's own name), then
+def cost_key(pair: "str | Pair", kernels: str = "stock", dtype=None, device=None) -> str:
+    """The cost model's name in file names: the pair's tag (`Pair.tag`: a shipped pair's own name), then
     the kernels where they are not the stock ones ('-packed', '-auto': `kernels.kernels_in_use`) and the precision
     and device where they are not float32 on the CPU."""
-    from spectree.drafts.pairs import pair_tag
-
-    return "-".join([pair_tag(pair), *([kernels] if kernels != "stock" else []), *_placed(dtype, device).values()])
+    return "-".join([as_pair(pair).tag, *([kernels] if kernels != "stock" else []), *_placed(dtype, device).values()])
 
 
-def cache_path(pair: str, machine: Optional[str] = None, kernels: str = "stock", dtype=None, device=None) -> Path:
+def cache_path(pair: "str | Pair", machine: Optional[str] = None, kernels: str = "stock", dtype=None, device=None) -> Path:
     """Where the cost model of `pair` on `machine` (default: this one; a glob pattern also does) is cached."""
     key = cost_key(pair, kernels, dtype, device)
     return cache_dir() / "costmodel" / f"{key}-v{TIMED_PATH}-{machine or machine_id()}.json"
 
 
-def cost_manifest(pair: str, machine: Optional[str] = None, sizes=SIZES, prefix: int = PREFIX,
+def cost_manifest(pair: "str | Pair", machine: Optional[str] = None, sizes=SIZES, prefix: int = PREFIX,
                   kernels: str = "stock", dtype=None, device=None) -> dict:
     """What a cached cost model is measured from. A trained draft's weights are not in it: a forward's time depends
     on the draft's shape, which the pair name fixes (its reduced head, the kernels) with the draft kind; the
-    user's own models (folders, hub ids) are recorded by their identity (`pairs.pair_identity`), as any other
+    user's own models (folders, hub ids) are recorded by their identity (`Pair.identity`), as any other
     weights may have another shape under the same path."""
-    from spectree.drafts.pairs import pair_identity
-
-    return {"pair": pair if kernels == "stock" else f"{pair}-{kernels}", "machine": machine or machine_id(),
+    pair = as_pair(pair)
+    return {"pair": pair.name if kernels == "stock" else f"{pair}-{kernels}", "machine": machine or machine_id(),
             "timed_path": TIMED_PATH,
-            "sizes": list(sizes), "prefix": prefix, **_placed(dtype, device), **pair_identity(pair)}
+            "sizes": list(sizes), "prefix": prefix, **_placed(dtype, device), **pair.identity}
 
 
 def read_cached(path: Path) -> Optional[CostModel]:
@@ -215,11 +214,12 @@ def read_cached(path: Path) -> Optional[CostModel]:
     return model if model.plausible else None
 
 
-def load_or_measure(pair: str, target, draft_model, sizes=SIZES, prefix: int = PREFIX, repeats: int = 5,
+def load_or_measure(pair: "str | Pair", target, draft_model, sizes=SIZES, prefix: int = PREFIX, repeats: int = 5,
                     kernels: str = "stock") -> CostModel:
     """The cached cost model of this pair on this machine (in the target's dtype, on its device, timed on
     `kernels`: "stock", "packed" or "auto", as `kernels.kernels_in_use` names them), measured (a minute or so)
     if absent, implausible or measured from anything else (`cost_manifest`)."""
+    pair = as_pair(pair)
     placed = {"kernels": kernels, "dtype": target.dtype, "device": target.device}
     path = cache_path(pair, **placed)
 
@@ -278,13 +278,13 @@ def load_or_fit(path: Path, cost: CostModel, models: Optional[tuple], pair: str 
     return reuse_or_rebuild(beside(out), steps_manifest(cost), read, build)
 
 
-def pair_cost_model(pair: str, models: tuple) -> CostModel:
+def pair_cost_model(pair: "str | Pair", models: tuple) -> CostModel:
     """`load_or_measure` for a loaded pair (target, drafter, tokenizer): the drafter's model is what is timed; with
     its step model (`load_or_fit`: live steps of the pair, fitted once per machine and kernels)."""
     from spectree.core.drafting import draft_model
 
     target, drafter, _ = models
-    kernels = kernels_in_use(target)
+    pair, kernels = as_pair(pair), kernels_in_use(target)
     cost = load_or_measure(pair, target, draft_model(drafter), kernels=kernels)
     cost.step = load_or_fit(cache_path(pair, kernels=kernels, dtype=target.dtype, device=target.device), cost,
                             models, pair)
@@ -300,7 +300,7 @@ def calibrate(policies: dict[str, Policy], cost: Callable[[], CostModel]) -> dic
     return {label: p.calibrate(ratio) for label, p in policies.items()}
 
 
-def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = None, measure: bool = True,
+def cached_cost_model(pair: "str | Pair", load_models: Optional[Callable[[], tuple]] = None, measure: bool = True,
                       dtype=None, device=None, kernels: Sequence[str] = ("stock",)) -> tuple[CostModel, str]:
     """The pair's cost model on this machine (`load_or_measure`'s cache, in `dtype` on `device`: None float32,
     where `load_pair` puts the pair), on the first of `kernels` that has one cached (`bench` measures it on its
@@ -310,6 +310,7 @@ def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = No
     fitted now (loading the pair), or with `measure` False the forwards alone price a step (said in the origin)."""
     from spectree.drafts.targets import resolve_device
 
+    pair = as_pair(pair)  # parsed once: its tag and identity name every file below
     placed = {"dtype": dtype, "device": resolve_device(device)}
     host = machine_id().rsplit("-", 1)[0]
     for kind in kernels:
@@ -334,10 +335,8 @@ def cached_cost_model(pair: str, load_models: Optional[Callable[[], tuple]] = No
     return pair_cost_model(pair, (load_models or _loader(pair, dtype, device))()), "measured on this machine"
 
 
-def _loader(pair: str, dtype, device, kernels: str = "stock") -> Callable[[], tuple]:
+def _loader(pair: Pair, dtype, device, kernels: str = "stock") -> Callable[[], tuple]:
     def load_models():
-        from spectree.drafts.pairs import load_pair
-
         return load_pair(pair, device=device, dtype=dtype or "float32", kernels=kernels)
     return load_models
 

@@ -109,7 +109,7 @@ def cmd_lossless(args) -> int:
     policies = _calibrated(policies, args.pair, models)
     skipped: dict[str, str] = {}
     runs = run_strategies(models, prompts, policies, args.max_new_tokens, warmup=False, skipped=skipped,
-                          hf_packed=False)
+                          hf_packed=False, share_prefill=True)  # tokens, not time: one prefill per prompt
     for name, why in skipped.items():
         print(f"NOT CHECKED {name}: {why}")
     bad = find_mismatches(models, runs, prompts)

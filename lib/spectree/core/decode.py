@@ -57,6 +57,25 @@ class Generation:
         return sum(s.gamma for s in self.steps) / max(len(self.steps), 1)
 
 
+@dataclass
+class Prefill:
+    """One prompt through the target (its KV cache, and the forward's hidden states for drafters that read them),
+    shared by every generation of that prompt (`speed.bench.run_strategies(..., share_prefill=True)`, the lossless
+    checks): each starts from it, the cache rewound to the prompt (`CachedLM.rewind`), instead of running the prompt
+    again. For runs that are not timed: the shared prefill's time is in no generation."""
+
+    ids: list[int]
+    lm: CachedLM
+    out: Optional[object]  # the prompt forward's output (None for a one-token prompt)
+
+    @staticmethod
+    @torch.inference_mode()
+    def of(target: PreTrainedModel, ids: list[int]) -> "Prefill":
+        lm = CachedLM(target)
+        out = lm.feed_chain(torch.tensor(ids[:-1]), True, last_only=True) if len(ids) > 1 else None
+        return Prefill(list(ids), lm, out)
+
+
 def check_prompt(config: PretrainedConfig, prompt_ids, max_new_tokens: int, depth: int = 0,
                  new_tokens: str = "max_new_tokens") -> list[int]:
     """The prompt as a list of token ids, or one line saying what is wrong: an empty prompt, an id outside the
@@ -91,12 +110,13 @@ def check_prompt(config: PretrainedConfig, prompt_ids, max_new_tokens: int, dept
 def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
                          policy: Optional[Policy], max_new_tokens: int, sampling: Sampling = Sampling(),
                          eos_ids: tuple[int, ...] = (), generator: Optional[torch.Generator] = None,
-                         keep_trees: bool = False) -> Generation:
+                         keep_trees: bool = False, prefill: Optional[Prefill] = None) -> Generation:
     """Generate up to `max_new_tokens` after `prompt_ids` with draft trees grown by `policy`.
 
     `draft` is a draft model (layer-skip, VDM) or a drafter (e.g. `EDDDrafter`); no policy (None) or one with
     d_max = 0 needs none: that is plain autoregressive decoding through the same loop. A `Hybrid` policy's
     retrieval branches are grafted into every tree from the committed text's suffix index (`spectree.retrieval`).
+    `prefill`: the prompt already through the target (`Prefill.of(target, prompt_ids)`), reused instead of run.
     """
     seq = check_prompt(target.config, prompt_ids, max_new_tokens, policy.max_depth if policy is not None else 0)
     start = time.perf_counter()
@@ -104,9 +124,13 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
     policy = policy.drafting if policy is not None else None  # what grows the draft's nodes
     drf = as_drafter(draft) if policy is not None and policy.d_max > 0 else None
     hidden_layer = drf.hidden_layer if drf is not None and drf.needs_hidden else None
-    tgt = CachedLM(target)
-    # cache every prompt token but the root (nothing to cache for a one-token prompt)
-    out = tgt.feed_chain(torch.tensor(seq[:-1]), hidden_layer is not None, last_only=True) if len(seq) > 1 else None
+    if prefill is not None and prefill.ids == seq and prefill.lm.model is target:
+        tgt, out = prefill.lm, prefill.out
+        tgt.rewind(len(seq) - 1)
+    else:
+        tgt = CachedLM(target)
+        # cache every prompt token but the root (nothing to cache for a one-token prompt)
+        out = tgt.feed_chain(torch.tensor(seq[:-1]), hidden_layer is not None, last_only=True) if len(seq) > 1 else None
     root_logits = drf.start(seq, _hidden(out, hidden_layer, None)) if drf else None
     gen = Generation(tokens=[], prefill_s=time.perf_counter() - start)
     tail = 1  # tokens committed by the last step (where a new EOS can be)

@@ -96,6 +96,12 @@ class CachedLM:
         truncate(self.cache, self.committed)
         self.slots = None
 
+    def rewind(self, committed: int) -> None:
+        """Back to the first `committed` committed entries (a shared prompt's, `decode.Prefill`): the entries after
+        them are dropped, those before were never written since."""
+        truncate(self.cache, committed)
+        self.committed, self.slots = committed, None
+
     def keep_path(self, path: torch.Tensor) -> None:
         """Commit the tree nodes `path` (already fed, in order) and drop the other tree nodes."""
         keep_slots(self.cache, self.committed, torch.from_numpy(self.slots[path.numpy()]))

@@ -20,7 +20,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
-from spectree.core.decode import check_prompt, speculative_generate, truncate
+from spectree.core.decode import Prefill, check_prompt, speculative_generate, truncate
 from spectree.core.drafting import draft_model, offer_sampling
 from spectree.core.errors import SpectreeError, TreeTooLarge
 from spectree.core.kernels import is_packed, stock_kernels
@@ -100,7 +100,8 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                    sampling: Sampling = Sampling(), seed: int = 0, warmup: bool = True,
                    hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None,
                    hf_packed: Optional[bool] = None, hf_lookup: int = 0, repeats: int = 1,
-                   drafts: Optional[Mapping[str, object]] = None, cost=None) -> list[Run]:
+                   drafts: Optional[Mapping[str, object]] = None, cost=None,
+                   share_prefill: bool = False) -> list[Run]:
     """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
     standalone draft, and HF prompt lookup decoding with `hf_lookup` candidate tokens: reference rows) and each
     policy; one `Run` per (prompt, method, repeat), named by the policy's label. Each prompt is decoded by every
@@ -112,7 +113,9 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     its tokens, max_new_tokens and the deepest tree must fit the context window). `drafts` gives some labels
     another drafter of the same target (e.g. the full-head draft beside a reduced head), timed in the same run.
     With `cost` (a `CostModel` with its step model, `costmodel.pair_cost_model`), each policy's run also carries
-    `projected_s`: the step model's seconds for the run's own steps (`stepmodel.predict_live`) plus its prefill."""
+    `projected_s`: the step model's seconds for the run's own steps (`stepmodel.predict_live`) plus its prefill.
+    `share_prefill`: every policy starts from one prefill of each prompt (`core.decode.Prefill`): for checks that
+    read tokens, τ and γ, not time (its runs' seconds leave the prompt out)."""
     target, draft, tok = models
     drafts = dict(drafts or {})
     assistant = draft if hf_assisted and standalone(draft) else None
@@ -144,9 +147,10 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     def drafter(name: str):
         return drafts.get(name, draft)
 
-    def decode(name: str, ids: list[int], n: int):
+    def decode(name: str, ids: list[int], n: int, prefill: Optional[Prefill] = None):
         try:
-            return speculative_generate(target, drafter(name), ids, policies[name], n, sampling, (eos,), gen)
+            return speculative_generate(target, drafter(name), ids, policies[name], n, sampling, (eos,), gen,
+                                        prefill=prefill)
         except TreeTooLarge as err:
             warnings.warn(f"skipping {name}: {err}")
             del policies[name]
@@ -180,9 +184,10 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
             reference(HF_ASSISTED, prompt, ids, repeat, assistant=assistant)
         if hf_lookup > 0:
             reference(HF_LOOKUP, prompt, ids, repeat, lookup=hf_lookup)
+        shared = Prefill.of(target, ids) if share_prefill else None
         for name in list(policies):
             with OtherLoad() as load:
-                g = decode(name, ids, max_new_tokens)
+                g = decode(name, ids, max_new_tokens, shared)
             if g is None:
                 continue
             runs.append(Run(name, prompt.key, prompt.category, g.tokens, g.wall_s, g.n_forwards,

@@ -37,8 +37,8 @@ TERMS = ("draft", "verify", "tree", "keep", "rest")
 # live steps the fit is made from: every tree size from a chain to a wide EAGLE-2 tree, and plain decoding
 FIT_POLICIES = ("ar", "chain:k=1", "chain:k=3", "kary:b=2,d=3", "eagle2:K=8,d_max=5,N=16",
                 "eagle2:K=8,d_max=6,N=48", "dyspec:m=32,K=8,d_max=8")
-FIT_PROMPTS = "sharegpt:3"  # prompts of their own: the checks that read the model run on others
-FIT_TOKENS = 32
+FIT_PROMPTS = "sharegpt:2"  # prompts of their own: the checks that read the model run on others
+FIT_TOKENS = 24  # ~300 live steps over 7 policies: half a minute to a minute on a 2-core CPU
 MAX_MEDIAN_ERROR = 0.35  # a fit whose median |predicted / measured − 1| over its own steps is larger is not kept
 
 
@@ -159,11 +159,12 @@ def plain_seconds(fit: StepFit, cost, L) -> np.ndarray:
     return _non_draft(fit, cost, zero + 1, zero, zero, zero, L)
 
 
-def live_steps(models, prompts=FIT_PROMPTS, policies: Sequence[str] = FIT_POLICIES,
-               max_new_tokens: int = FIT_TOKENS, seed: int = 0, load=None) -> list:
+def live_steps(models, prompts=None, policies: Sequence[str] = (), max_new_tokens: int = 0, seed: int = 0,
+               load=None) -> list:
     """Live `StepStats` of every policy on every prompt (a prompt spec or `Prompt`s; greedy, EOS ignored so that
-    every decode is as long), after one untimed warm-up decode per policy: the steps a fit is made from. `load`:
-    a `speed.load.OtherLoad` the decoding runs inside (it reads what other processes took meanwhile)."""
+    every decode is as long), after one untimed warm-up decode per policy: the steps a fit is made from (defaults:
+    FIT_PROMPTS, FIT_POLICIES, FIT_TOKENS). `load`: a `speed.load.OtherLoad` the decoding runs inside (it reads what
+    other processes took meanwhile)."""
     from contextlib import nullcontext
 
     import torch
@@ -173,7 +174,8 @@ def live_steps(models, prompts=FIT_PROMPTS, policies: Sequence[str] = FIT_POLICI
     from spectree.strategies import parse_strategy
 
     target, draft, tok = models
-    parsed = [parse_strategy(p) for p in policies]
+    prompts, max_new_tokens = prompts or FIT_PROMPTS, max_new_tokens or FIT_TOKENS
+    parsed = [parse_strategy(p) for p in policies or FIT_POLICIES]
     gen = torch.Generator().manual_seed(seed)
     window = getattr(target.config, "max_position_embeddings", None) or 1 << 30
     room = window - max_new_tokens - max(p.max_depth for p in parsed)  # a prompt's last tokens fit any target

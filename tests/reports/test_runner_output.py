@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 import yaml
 
@@ -102,4 +103,10 @@ def test_a_run_prints_progress_the_table_and_the_results_only(tmp_path, monkeypa
     assert not list(runtime.iterdir())  # sockets and connection file removed at shutdown
     lines = out.strip().splitlines()
     assert lines[0].split() == ["notebook", "status", "seconds"] and lines[1].split()[:2] == ["00_tiny.ipynb", "ran"]
-    assert len(lines) == 3 and re.match(r"total \d+ s; index: .*index.html; results: .*RESULTS.md$", lines[2]), out
+    assert re.match(r"total \d+ s; index: .*index.html; results: .*RESULTS.md$", lines[2]), out
+    # then where the time went, cell by cell (figures/cell_times.csv: the cells of the notebooks this run executed)
+    assert lines[3].startswith("slowest cells (all in ") and lines[4:], out
+    assert all(re.match(r"^ +\d+\.\d s  00_tiny cell \d+: ", line) for line in lines[4:]), out
+    times = pd.read_csv(tmp_path / "figures" / "cell_times.csv")
+    assert list(times.columns) == ["notebook", "cell", "seconds", "first_line"] and set(times.notebook) == {"00_tiny"}
+    assert times.seconds.is_monotonic_decreasing and len(times) == len(lines[4:])

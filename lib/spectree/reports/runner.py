@@ -8,7 +8,8 @@ anyway. `--pair PAIR` runs every notebook on that pair (its `pair` parameter, or
 [NOTEBOOK.]KEY=VALUE` overrides any parameter; both are part of the parameters a run's manifest records, so a run on
 another pair never counts as current. Each kernel runs over IPC rather than TCP (`kernel_manager_class`), and
 papermill's warnings about parameters the notebook declares are dropped (`DeclaredParameters`): a run prints its
-progress bar, the table of notebooks and where the results are. Called by run_all.sh.
+progress bar, the table of notebooks, where the results are and its slowest cells (every executed cell's seconds in
+figures/cell_times.csv: where a profile's time goes). Called by run_all.sh.
 """
 from __future__ import annotations
 
@@ -252,6 +253,32 @@ def run_notebook(name: str, profile: str, params: dict, force: bool, run: dict |
                             lambda: ("current", 0.0) if report.exists() else None, execute)
 
 
+def cell_times(stems: list[str]) -> list[dict]:
+    """Every code cell's seconds in the executed notebooks of `stems` (papermill's per-cell `duration`), slowest
+    first: notebook, cell (its index), seconds, and the cell's first line. Where a run's time goes, cell by cell."""
+    rows = []
+    for stem in stems:
+        executed = figures_dir() / stem / f"{stem}.ipynb"
+        if not executed.exists():
+            continue
+        for i, cell in enumerate(json.loads(executed.read_text())["cells"]):
+            seconds = cell.get("metadata", {}).get("papermill", {}).get("duration")
+            if cell["cell_type"] == "code" and seconds is not None:
+                first = next((line.strip() for line in "".join(cell["source"]).splitlines() if line.strip()), "")
+                rows.append({"notebook": stem, "cell": i, "seconds": round(float(seconds), 1), "first_line": first})
+    return sorted(rows, key=lambda r: -r["seconds"])
+
+
+def write_cell_times(stems: list[str], top: int = 8) -> list[str]:
+    """figures/cell_times.csv of the notebooks this run executed (`cell_times`), and the `top` slowest as lines."""
+    import pandas as pd
+
+    rows = cell_times(stems)
+    if rows:
+        atomic_write_text(figures_dir() / "cell_times.csv", pd.DataFrame(rows).to_csv(index=False))
+    return [f"{r['seconds']:>8.1f} s  {r['notebook']} cell {r['cell']}: {r['first_line'][:70]}" for r in rows[:top]]
+
+
 VERDICT_COLOURS = {"holds": "#1b7f3b", "does not hold": "#b00020", "inconclusive": "#8a6d00"}
 STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;font-size:13px}"
          "td,th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}")
@@ -346,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print(f"{row['notebook']:<{width}}{row['status']:<10}{row['seconds']:>8.1f}")
     print(f"total {sum(r['seconds'] for r in rows):.0f} s; index: {index}; results: {', '.join(map(str, results))}")
+    slowest = write_cell_times([Path(r["notebook"]).stem for r in rows if r["status"] == "ran"])
+    if slowest:
+        print(f"slowest cells (all in {figures_dir() / 'cell_times.csv'}):\n" + "\n".join(slowest))
     if others:
         print(f"RESULTS.md not updated (a {REFERENCE_PROFILE} run writes it only when every notebook's numbers come "
               f"from commit {run['commit']} on this host): {'; '.join(others)}")

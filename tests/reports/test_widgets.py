@@ -84,7 +84,7 @@ def test_score_equals_replay(logbook, forest, spec):
 def test_step_time_counts_one_draft_forward_per_layer(logbook, forest):
     growth = grow_forest(forest, parse_strategy("chain:k=3"))
     steps = visited_steps(forest, growth)
-    seconds = ex.step_times(forest, growth, steps, COST)
+    seconds = ex.step_times(forest, growth, steps, COST, 1, ex.prefixes(forest, steps))
     expected = [COST.step_seconds([t, 1, 1], 4) for t in steps.tau]  # root via the advance, then depths 1 and 2
     assert seconds.tolist() == pytest.approx(expected)
 

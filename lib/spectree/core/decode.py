@@ -136,7 +136,7 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
     tail = 1  # tokens committed by the last step (where a new EOS can be)
     while len(gen.tokens) < max_new_tokens and not any(t in eos_ids for t in gen.tokens[-tail:]):
         t0 = time.perf_counter()
-        model_s, n_forwards = (drf.lm.forward_s, len(drf.lm.forwards)) if drf else (0.0, 0)
+        n_forwards = len(drf.lm.forwards) if drf else 0
         if drf:
             tree = drf.draft(seq[-1], root_logits, len(seq), policy, sampling, generator)
         else:
@@ -156,7 +156,7 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
         step = StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, 0.0, verdict.accepted,
                          tree if keep_trees else None, verify_forward_s=verify_forward_s, keep_s=keep_s,
                          offered=tree.offered, prefix=len(seq))
-        step.tree_s = (t1 - t0) - ((drf.lm.forward_s - model_s) if drf else 0.0)
+        step.tree_s = (t1 - t0) - (sum(s for _, s in drf.lm.forwards[n_forwards:]) if drf else 0.0)
         seq += new
         gen.tokens += new
         if grafter is not None:

@@ -39,17 +39,15 @@ class CachedLM:
 
     def __init__(self, model: PreTrainedModel):
         self.model = model
-        self.forward_s = 0.0  # wall time spent in model forwards (the rest of drafting is tree construction)
-        self.forwards: list[tuple[int, float]] = []  # (tokens fed, seconds) of every forward: the step model's terms
+        # (tokens fed, seconds) of every forward: the rest of drafting is tree construction (`core.decode`)
+        self.forwards: list[tuple[int, float]] = []
         self.reset()
 
     def _forward(self, inputs, positions, allowed, output_hidden_states, last_only=False):
         t0 = time.perf_counter()
         out = forward_with_mask(self.model, self.cache, inputs, positions, allowed, output_hidden_states, last_only)
         synchronize(self.model)  # on CUDA: the forward's own time, not charged to tree construction's next copy
-        seconds = time.perf_counter() - t0
-        self.forward_s += seconds
-        self.forwards.append((int(inputs.shape[0]), seconds))
+        self.forwards.append((int(inputs.shape[0]), time.perf_counter() - t0))
         return out
 
     @property

@@ -47,8 +47,9 @@ def mix_logits(draft: torch.Tensor, target: torch.Tensor, weight: float) -> torc
 
 class MixedLM:
     """What `draft_tree` drives for a mix draft: each `feed_nodes` (and `feed_tree`, as `CachedLM`'s) feeds the real
-    draft's model and the target's (each with its own cache) and returns the mixed logits. `forward_s` adds both
-    models' forward time."""
+    draft's model and the target's (each with its own cache) and returns the mixed logits. Its `forwards` are the
+    real draft's: the target's forwards inside it count as tree construction (a mix's wall time is no draft's, and
+    `bench` blanks it)."""
 
     def __init__(self, inner: CachedLM, target: CachedLM, weight: float):
         self.inner, self.target, self.weight = inner, target, weight
@@ -62,12 +63,8 @@ class MixedLM:
         return self.inner.kept_ids if self.weight == 0.0 else None  # the target scores every token
 
     @property
-    def forward_s(self) -> float:
-        return self.inner.forward_s + self.target.forward_s
-
-    @property
     def forwards(self) -> list[tuple[int, float]]:
-        return self.inner.forwards  # the real draft's (a mix's wall time is no draft's: τ and γ only)
+        return self.inner.forwards
 
     def feed_nodes(self, parents: np.ndarray, nodes: np.ndarray, tokens: torch.Tensor, positions: torch.Tensor,
                    output_hidden_states: bool = False):

@@ -111,14 +111,11 @@ class Pair:
     def identity(self) -> dict:
         return _identity(self)
 
-    @cached_property
-    def _checked(self) -> bool:
-        _check(self)
-        return True
-
     def checked(self) -> "Pair":
         """This pair after `check_pair_name`'s checks (from files alone, before any weights load), run once."""
-        assert self._checked
+        if not self.__dict__.get("_checked"):
+            _check(self)
+            self.__dict__["_checked"] = True  # frozen fields; a note of the value's own, as `cached_property` keeps
         return self
 
 

@@ -41,11 +41,13 @@ RETRIEVAL = {"none": (), "lookup": (Lookup,), "suffix": (Suffix,), "lookup+suffi
 
 # --- scoring ----------------------------------------------------------------------------------------------
 
-def step_times(forest: Forest, growth: Growth, steps: pd.DataFrame, cost: CostModel, K: int = 1) -> np.ndarray:
+def step_times(forest: Forest, growth: Growth, steps: pd.DataFrame, cost: CostModel, K: int,
+               prefix: np.ndarray) -> np.ndarray:
     """Estimated seconds of every replayed step (`steps` from `visited_steps`) under the cost model
     (`CostModel.steps_seconds`): the draft's catch-up over the τ tokens committed and its forward over each layer
     of fed nodes, the target's forward over the tree after the step's prefix, and — with a step model — tree
-    construction over the K children each expanded node offers, keeping the path and the rest of the loop."""
+    construction over the K children each expanded node offers, keeping the path and the rest of the loop.
+    `prefix` [steps]: the committed tokens before each step (`prefixes`)."""
     fed = growth.fed
     d_max = int(forest.cols["depth"].max(initial=0)) + 1
     width = np.zeros((forest.n_trees, d_max), dtype=np.int64)  # [trees, depth] nodes fed to the draft
@@ -54,7 +56,7 @@ def step_times(forest: Forest, growth: Growth, steps: pd.DataFrame, cost: CostMo
     tau = steps.tau.to_numpy()
     widths = np.column_stack([tau, width[trees, 1:]])  # [steps, forwards]: the catch-up, then each layer
     offered = (1 + width[trees].sum(1)) * K  # the root and every fed node offer K children
-    return cost.steps_seconds(widths, tau, steps.gamma.to_numpy(), offered, prefixes(forest, steps))
+    return cost.steps_seconds(widths, tau, steps.gamma.to_numpy(), offered, prefix)
 
 
 def prefixes(forest: Forest, steps: pd.DataFrame) -> np.ndarray:
@@ -74,8 +76,9 @@ def score(source: Union[Forest, list[LoggedPrompt]], policy: Policy, cost: CostM
     growth = growth if growth is not None else grow_forest(forest, policy)
     steps = visited_steps(forest, growth, policy.retrieval)
     out = summarize(steps)
-    seconds = step_times(forest, growth, steps, cost, policy.K)
-    plain = float((steps.tau.to_numpy() * cost.plain_seconds(prefixes(forest, steps))).sum())
+    prefix = prefixes(forest, steps)
+    seconds = step_times(forest, growth, steps, cost, policy.K, prefix)
+    plain = float((steps.tau.to_numpy() * cost.plain_seconds(prefix)).sum())
     out.update(tau_per_gamma=out["tau"] / out["gamma"] if out["gamma"] else math.nan,
                speedup=plain / float(seconds.sum()), plain_s=plain,
                step_ms=float(1000 * seconds.mean()), ms_per_token=float(1000 * seconds.sum() / steps.tau.sum()),

@@ -352,10 +352,10 @@ def run_tune(engine: Engine, path: Optional[Path], prompts: Optional[list], pair
         from spectree.speed.costmodel import pair_cost_model
 
         models = load_pair(pair, kernels="auto", **placed)
-        chosen = {"best": best, **({"default": engine.default} if best.spec != engine.default.spec else {})}
-        rows = confirm(models, chosen, {label: float(table.set_index("spec").speedup.get(p.spec, math.nan))
-                                        for label, p in chosen.items()}, confirm_on, max_new_tokens,
-                       pair_cost_model(pair, models))
+        projected = table.set_index("spec").speedup
+        chosen = {engine.name: (best, float(projected[best.spec]), float(projected.get(engine.default.spec, math.nan)))}
+        rows = confirm_engines(models, chosen, confirm_on, max_new_tokens, pair_cost_model(pair, models)).drop(
+            columns="engine")
         print("\n" + "\n".join(confirm_lines(rows, len(confirm_on))))
         report["confirm"] = {"prompts": [p.key for p in confirm_on], "rows": rows.to_dict("records")}
     return report

@@ -46,12 +46,10 @@ def _design(term: str, steps: dict, cost) -> np.ndarray:
     """The features [rows, k] of one term (`steps`: `step_arrays`' columns, or one forward per row for the
     forward terms)."""
     one = np.ones(len(next(iter(steps.values()))))
-    if term == "draft":
+    if term in ("draft", "verify"):  # a forward over n tokens after L: the timed curve, scaled, plus attention
         n, L = steps["n"], steps["L"]
-        return np.column_stack([one, np.interp(n, cost.sizes, cost.draft_s), n * L / 1000])
-    if term == "verify":
-        n, L = steps["n"], steps["L"]
-        return np.column_stack([one, np.interp(n, cost.sizes, cost.target_s), n * L / 1000])
+        curve = cost.draft_s if term == "draft" else cost.target_s
+        return np.column_stack([one, np.interp(n, cost.sizes, curve), n * L / 1000])
     if term == "tree":
         return np.column_stack([one, steps["drafted"], steps["offered"], steps["gamma"]])
     if term == "keep":
@@ -123,15 +121,19 @@ def fit_steps(steps: Sequence, cost, source: str = "", other_cores: float = math
         coef[term] = nnls(X, y)[0].tolist() if len(y) else [0.0] * X.shape[1]
         residuals[term] = _errors(X @ np.asarray(coef[term]), y)
     fit = StepFit(cost.machine, coef, residuals, len(steps), source, other_cores)
-    residuals["step"] = _errors(predict_live(fit, cost, steps), a["step_s"])
+    residuals["step"] = _errors(_predict(fit, cost, a), a["step_s"])
     return fit
 
 
 def predict_live(fit: StepFit, cost, steps: Sequence) -> np.ndarray:
     """Predicted seconds [steps] of live steps from their own sizes (forward widths, tree, τ, prefix)."""
-    a = step_arrays(steps)
+    return _predict(fit, cost, step_arrays(steps))
+
+
+def _predict(fit: StepFit, cost, a: dict[str, np.ndarray]) -> np.ndarray:
+    n_steps = len(a["tau"])
     draft = np.bincount(a["fwd_step"], weights=fit.term("draft", cost, n=a["fwd_n"], L=a["fwd_L"]),
-                        minlength=len(steps)) if len(a["fwd_n"]) else np.zeros(len(steps))
+                        minlength=n_steps) if len(a["fwd_n"]) else np.zeros(n_steps)
     return draft + _non_draft(fit, cost, a["tau"], a["gamma"], a["offered"], a["drafted"], a["L"])
 
 

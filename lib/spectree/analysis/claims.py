@@ -46,11 +46,14 @@ class Evidence:
     high: float = math.nan
 
 
-def claim(name: str, paper: str, ours: Any, evidence: Evidence, **details: Any) -> dict[str, Any]:
-    """One reproduced claim: the paper's statement, ours, and the evidence's verdict, rule, n and interval."""
+def claim(name: str, paper: str, ours: Any, evidence: Evidence, goal: str = "", **details: Any) -> dict[str, Any]:
+    """One reproduced claim: the paper's statement (its own words or number, "—" where the paper states none),
+    our `goal` where the bar is ours and not the paper's (e.g. an issue's target, a threshold the paper leaves
+    open), ours, and the evidence's verdict, rule, n and interval."""
     if evidence.verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, got {evidence.verdict!r}")
-    return {"name": name, "paper": paper, "ours": ours, "verdict": evidence.verdict, "rule": evidence.rule,
+    return {"name": name, "paper": paper, "goal": goal, "ours": ours, "verdict": evidence.verdict,
+            "rule": evidence.rule,
             "n": int(evidence.n), "estimate": evidence.estimate, "interval": [evidence.low, evidence.high],
             "details": details}
 
@@ -64,7 +67,8 @@ def verdict_text(c: dict[str, Any]) -> str:
 
 def claims_text(claims: Sequence[dict[str, Any]]) -> str:
     """Every claim as a short block (name: verdict, then paper, ours and rule), for the notebooks to print."""
-    return "\n".join(f"{c['name']}: {verdict_text(c).upper()}\n  paper: {c['paper']}\n  ours:  {c['ours']}\n"
+    return "\n".join(f"{c['name']}: {verdict_text(c).upper()}\n  paper: {c['paper']}\n"
+                     + (f"  goal:  {c['goal']}\n" if c.get("goal") else "") + f"  ours:  {c['ours']}\n"
                      f"  rule:  {c['rule']}" for c in claims)
 
 

@@ -216,9 +216,9 @@ def _markdown_table(title: str, rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _claims_table(claims: list[dict[str, Any]]) -> list[str]:
-    lines = ["| claim | paper | ours | verdict | rule |", "|---|---|---|---|---|"]
+    lines = ["| claim | paper | our bar | ours | verdict | rule |", "|---|---|---|---|---|---|"]
     for c in claims:
-        lines.append(f"| {cell(c.get('name'))} | {cell(c.get('paper'))} | {cell(c.get('ours'))} "
+        lines.append(f"| {cell(c.get('name'))} | {cell(c.get('paper'))} | {cell(c.get('goal', ''))} | {cell(c.get('ours'))} "
                      f"| **{cell(verdict_text(c))}** | {cell(c.get('rule', ''))} |")
     return lines
 

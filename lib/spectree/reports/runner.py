@@ -303,16 +303,16 @@ def _tables(numbers: dict) -> str:
 
 
 def _claims(claims: list) -> str:
-    """The claims as an HTML table: name, paper, ours, verdict (coloured; "inconclusive (n = …)"), rule."""
+    """The claims as an HTML table: name, paper, our bar, ours, verdict (coloured; "inconclusive (n = …)"), rule."""
     if not claims:
         return ""
     rows = []
     for c in claims:
         colour = VERDICT_COLOURS.get(c.get("verdict"), "#000")
-        cells = [html.escape(shown(c.get(k))) for k in ("name", "paper", "ours")]
+        cells = [html.escape(shown(c.get(k))) for k in ("name", "paper", "goal", "ours")]
         rows.append(f"<tr><td>{'</td><td>'.join(cells)}</td><td style='color:{colour}'>"
                     f"<b>{html.escape(verdict_text(c))}</b></td><td>{html.escape(shown(c.get('rule')))}</td></tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "verdict", "rule"))
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "our bar", "ours", "verdict", "rule"))
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 

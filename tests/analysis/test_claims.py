@@ -11,6 +11,7 @@ import pytest
 from scipy import stats as sstats
 
 from spectree.analysis import claims as C
+from spectree.analysis import sweep_claims as S
 from spectree.analysis import rules as R
 from spectree.analysis import sparsity, surfaces
 from spectree.analysis.acceptance import draft_claims, pooled_report
@@ -158,18 +159,21 @@ def _draft_report(rates, tau, prompts=10, positions=100, seed=0):
 
 
 def test_draft_claims_hold_fail_and_are_inconclusive_on_few_tokens():
-    good = {"edd": _draft_report([0.7, 0.5], 2.5), "vdm": _draft_report([0.4, 0.2], 1.6, seed=1),
-            "base": _draft_report([0.5, 0.3], 2.0, seed=2), "ce": _draft_report([0.3, 0.2], 1.6, seed=3)}
-    assert verdicts(draft_claims(good, "edd", "vdm", {"ce": "ce"}, "base")) == ["holds"] * 4
-    bad = {"edd": _draft_report([0.3, 0.2], 1.8), "vdm": _draft_report([0.5, 0.4], 2.0, seed=1),
-           "base": _draft_report([0.5, 0.3], 2.0, seed=2), "ce": _draft_report([0.6, 0.3], 2.4, seed=3)}
-    assert verdicts(draft_claims(bad, "edd", "vdm", {"ce": "ce"}, "base")) == ["does not hold"] * 4
+    good = {"edd": _draft_report([0.7, 0.5], 2.5), "vdm": _draft_report([0.4, 0.2], 1.6, seed=1)}
+    assert verdicts(draft_claims(good, "edd", "vdm")) == ["holds"] * 4
+    bad = {"edd": _draft_report([0.3, 0.2], 1.8), "vdm": _draft_report([0.5, 0.4], 2.0, seed=1)}
+    assert verdicts(draft_claims(bad, "edd", "vdm")) == ["does not hold"] * 4
     tiny = {"edd": _draft_report([0.6, 0.5], 2.5, prompts=1, positions=5),
             "vdm": _draft_report([0.2, 0.1], 1.2, prompts=1, positions=5, seed=1)}
-    claims = draft_claims(tiny, "edd", "vdm", {"ce": "absent"}, "base")
-    assert verdicts(claims) == ["inconclusive"] * 4
-    assert [c["n"] for c in claims] == [10, 2, 1, 0]
+    claims = draft_claims(tiny, "edd", "vdm", ("edd", "absent"))
+    assert verdicts(claims) == ["inconclusive"] * 6
+    assert [c["n"] for c in claims] == [10, 2, 2, 0, 1, 0]
     assert C.verdict_text(claims[0]) == "inconclusive (n = 10)"
+    # the paper column holds only the paper's statements; our bars are goals
+    assert claims[0]["paper"] == "—" and "0.50" in claims[0]["goal"]
+    assert "2.73" in claims[1]["paper"] and "2.2" in claims[1]["goal"] and "2.2" not in claims[1]["paper"]
+    assert "1.96" in claims[2]["paper"] and "Table 1" in claims[2]["name"]
+    assert claims[4]["paper"] == "—" and "ours" in claims[4]["goal"]
 
 
 # --- notebook 02: replay-sweep claims -----------------------------------------------------------------------
@@ -185,44 +189,18 @@ def _row(group, name, tau, gamma, prompts=10, seed=0, depth=3.0, **params):
             "params": params, "by_prompt": by_prompt}
 
 
-def _chain_table(dyjoint_gain, c2t_gamma, prompts=10):
-    return pd.DataFrame([_row("chain_table3", "chain", 2.0, 5.0, prompts, stop="dymax"),
-                         _row("chain_table3", "chain", 2.0 + dyjoint_gain, 5.0, prompts, stop="dyjoint"),
-                         _row("chain_table3", "c2t", 2.0 + dyjoint_gain, c2t_gamma, prompts)])
-
-
-def test_chain_claims_hold_fail_and_need_eight_prompts():
-    assert verdicts(C.chain_claims(_chain_table(0.2, 4.0))) == ["holds", "holds"]
-    assert verdicts(C.chain_claims(_chain_table(-0.2, 6.0))) == ["does not hold", "does not hold"]
-    few = C.chain_claims(_chain_table(0.2, 4.0, prompts=5))
-    assert verdicts(few) == ["inconclusive", "inconclusive"] and [c["n"] for c in few] == [5, 5]
-    assert "paired bootstrap" in few[0]["rule"] and "n ≥ 8 prompts" in few[0]["rule"]
-
-
-def _c2t_table(c2t_gammas, prompts=10):
-    rows = [_row("c2t_fig4", "eagle2", t, g, prompts, N=g) for t, g in ((2.0, 10.0), (2.3, 20.0), (2.5, 40.0))]
-    rows += [_row("c2t_fig4", "c2t", t + 0.05, g, prompts, beta=b)
-             for t, g, b in zip((2.0, 2.3, 2.5), c2t_gammas, (0.7, 0.5, 0.3))]
-    return pd.DataFrame(rows)
-
-
-def test_c2t_claim_on_the_gamma_share():
-    assert verdicts(C.c2t_claims(_c2t_table((7.0, 14.0, 30.0)))) == ["holds"]  # 70–75% of EAGLE-2's γ
-    assert verdicts(C.c2t_claims(_c2t_table((12.0, 24.0, 48.0)))) == ["does not hold"]  # 120%
-    few = C.c2t_claims(_c2t_table((7.0, 14.0, 30.0), prompts=3))[0]
-    assert few["verdict"] == "inconclusive" and few["n"] == 3
-
-
 def test_budget_and_edd_claims():
     def budgets(gain, prompts=10):
         return pd.DataFrame([_row("budgets", "dyspec", 2.5 + gain, 8.0, prompts, m=8),
                              _row("budgets", "sequences", 2.5, 8.0, prompts, k=4, d=2)])
-    assert verdicts(C.budget_claims(budgets(0.3))) == ["holds"]
-    assert verdicts(C.budget_claims(budgets(-0.3))) == ["does not hold"]
-    assert C.budget_claims(budgets(0.3, prompts=4))[0]["n"] == 4
-    edd = pd.DataFrame([_row("edd_table2", "pct", 3.0, 20.0, depth=4.0), _row("edd_table2", "eagle2", 3.0, 40.0),
+    assert verdicts(S.budget_claims(budgets(0.3))) == ["holds"]
+    assert verdicts(S.budget_claims(budgets(-0.3))) == ["does not hold"]
+    assert S.budget_claims(budgets(0.3, prompts=4))[0]["n"] == 4
+    edd = pd.DataFrame([_row("edd_table2", "pct", 3.0, 20.0, depth=4.0),
+                        _row("edd_table2", "eagle2", 3.0, 40.0, N=50),
                         _row("edd_table2", "vct", 2.5, 30.0), _row("edd_table2", "cape", 2.6, 20.0)])
-    assert verdicts(C.edd_claims(edd)) == ["does not hold", "holds", "holds"]  # α: τ / depth 4 < τ / depth 3
+    assert verdicts(S.edd_claims(edd)) == ["does not hold", "holds", "holds"]  # α at equal τ: τ / 4 < τ / 3
+    # chain mode, C2T against EAGLE-2 and α at matched γ or τ: test_matched_claims
 
 
 # --- notebook 03: speed claims ------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ def test_dfs_order_makes_each_chain_contiguous_and_saves_blocks():
     assert dfs.tokens.tolist() == [100, 101, 103, 105, 102, 104, 106]
     # block 2, by hand: BFS row tiles touch 1 + 2 + 3 + 4 column tiles, DFS ones 1 + 2 + 2 + 3
     assert sparsity.count_orders(tree, [0], block=2)[0] == {
-        "nodes": 7, "depth": 3, "prefix": 0, "original": 10, "dfs": 8, "ratio": 10 / 8}
+        "nodes": 7, "depth": 3, "prefix": 0, "original": 10, "dfs": 8, "bfs": 10, "ratio": 10 / 8}
 
 
 def test_dfs_order_puts_every_subtree_in_one_run_of_indices():
@@ -54,12 +54,40 @@ def test_dfs_order_puts_every_subtree_in_one_run_of_indices():
         assert members.tolist() == list(range(i, i + len(members)))
 
 
-def test_random_tree_is_seeded_layered_and_sized():
+def alg1_pop_order_parents(n: int, seed: int, skew: float) -> list[int]:
+    """DySpec Alg. 1 by hand: a list of open slots (v, parent, residual mass), the largest v taken each time
+    (no heap), each drawn token taking the share u = U^(1/skew) of its slot's mass, U from the same seeded
+    generator as `random_tree`. Returns the parent of each node in the order the slots were taken."""
+    uniforms = torch.rand(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).tolist()
+    joint, parents, slots = [1.0], [-1], [(1.0, 0, 1.0)]
+    while len(parents) < n:
+        v, parent, mass = max(slots, key=lambda slot: slot[0])
+        slots.remove((v, parent, mass))
+        u = uniforms[len(parents)] ** (1.0 / skew)
+        parents.append(parent)
+        joint.append(joint[parent] * mass * u)
+        slots += [(joint[parent] * mass * (1 - u), parent, mass * (1 - u)), (joint[-1], len(parents) - 1, 1.0)]
+    return parents
+
+
+def test_random_tree_is_numbered_in_dyspec_heap_pop_order():
+    tree = sparsity.random_tree(60, torch.Generator().manual_seed(3), skew=1.5)
+    assert tree.parents.tolist() == alg1_pop_order_parents(60, 3, 1.5)  # DySpec's generation ("original") order
+    earlier_siblings = [float(tree.draft_prob[1:i][tree.parents[1:i] == tree.parents[i]].sum()) for i in range(1, 60)]
+    slot_value = tree.joint[tree.parents[1:]] * (1 - torch.tensor(earlier_siblings, dtype=tree.joint.dtype))
+    assert bool((slot_value[1:] <= slot_value[:-1] + 1e-12).all())  # a heap pops values in decreasing order
+    assert not bool((tree.depth[1:] >= tree.depth[:-1]).all())  # not breadth-first
+    bfs = sparsity.bfs_tree(tree)
+    assert bool((bfs.depth[1:] >= bfs.depth[:-1]).all())
+    row = sparsity.count_orders(tree, [0], block=8)[0]
+    assert row["original"] != row["bfs"] and row["ratio"] == row["original"] / row["dfs"]
+
+
+def test_random_tree_is_seeded_and_sized():
     a = sparsity.random_tree(500, torch.Generator().manual_seed(3))
     b = sparsity.random_tree(500, torch.Generator().manual_seed(3))
     assert len(a) == 500 and torch.equal(a.parents, b.parents)
     assert bool((a.parents[1:] < torch.arange(1, 500)).all())
-    assert bool((a.depth[1:] >= a.depth[:-1]).all())  # layer by layer
     assert a.joint.sum() <= len(a) and bool((a.joint[1:] <= a.joint[a.parents[1:]]).all())
 
 
@@ -89,17 +117,28 @@ def test_timing_table_has_both_orders_and_equal_block_ratios():
     assert ratios.blocks.iloc[0] >= 1.0
 
 
-def test_hand_set_classifier_is_the_linear_form():
+def test_hand_set_classifier_is_the_linear_form_at_alg1_depth():
     model = surfaces.hand_set_classifier(2.0, -0.5, 0.25, bias=1.0)
     logit, conf = surfaces.outputs(model, [0.5, 1.0], [2.0, 0.0], [4.0, 8.0])
-    assert logit.tolist() == pytest.approx([2 * 0.5 - 0.5 * 2 + 0.25 * 4 + 1, 2 + 2 + 1])
+    # Alg. 1's d = 4 is our node depth 5 (first drafted layer: d = 0 there, depth 1 in `Nodes`)
+    assert logit.tolist() == pytest.approx([2 * 0.5 - 0.5 * 2 + 0.25 * 5 + 1, 2 + 0.25 * 9 + 1])
     assert conf == pytest.approx(1 / (1 + np.exp(-logit)))
 
 
-def test_random_points_cover_the_papers_ranges():
+def test_random_points_cover_the_papers_ranges_with_h_within_the_top_m_ceiling():
     pts = surfaces.random_points(2000, seed=0)
-    assert pts.P.between(0, 1).all() and pts.H.between(0, 10).all()
+    assert pts.P.between(0, 1).all() and pts.H.between(0, np.log(1000)).all() and pts.H.max() > 6.8
     assert set(pts.d.unique()) == set(range(11))
+
+
+def test_surfaces_and_partial_dependence_stay_where_the_features_can_be():
+    model = surfaces.hand_set_classifier(3.0, 0.1, -0.2)
+    surf = surfaces.surface_table(model, grid=12)
+    assert surf.H.max() <= np.log(1000) + 1e-6 and surf.H.min() == 0  # the entropy of 1,000 probabilities
+    assert set(surf[surf.fixed == "H"].value) == {1.0, 2.0, 6.0} and set(surf[surf.fixed == "d"].value) == {0, 3, 7}
+    assert surf.d.min() == 0 and surf.d.max() == 10  # Alg. 1's depths
+    pdep = surfaces.partial_dependence(model, surfaces.random_points(50), grid=5)
+    assert pdep[pdep.feature == "H"].value.max() == pytest.approx(np.log(1000))
 
 
 def test_scatter_colour_is_min_max_normalised_logit():

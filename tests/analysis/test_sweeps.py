@@ -3,7 +3,7 @@ per-category totals, the C2T helper and the standard spec lists."""
 import pytest
 from helpers import tiny_llama
 
-from spectree.analysis import claims as claims_mod
+from spectree.analysis import sweep_claims as S
 from spectree.analysis import sweeps
 from spectree.prompts import Prompt
 from spectree.replay.logbook import LogConfig, log_prompt
@@ -73,17 +73,17 @@ def test_unreplayable_specs_are_reported_not_raised(logbook):
 def test_standard_claims_on_a_sweep(logbook):
     specs = sweeps.standard_sweeps(K=4, d_max=4, depth=3, Ns=(3, 6), budgets=(4, 6), widths=(1, 2))
     table = sweeps.sweep(logbook, specs)
-    claims = claims_mod.collect_claims(table)
-    assert len(claims) == 7 and {c["verdict"] for c in claims} == {"inconclusive"}  # 4 prompts: too few to tell
-    assert claims[0]["n"] == 0  # no classifier: no C2T rows, so nothing to compare
-    assert {c["n"] for c in claims[1:]} <= {0, len(PROMPTS)} and claims[1]["n"] == len(PROMPTS)
+    claims = S.collect_claims(table)
+    assert len(claims) == 9 and {c["verdict"] for c in claims} == {"inconclusive"}  # 4 prompts: too few to tell
+    assert [c["n"] for c in claims[:2]] == [0, 0]  # no classifier: no C2T rows, so nothing to compare
+    assert {c["n"] for c in claims[2:]} <= {0, len(PROMPTS)} and claims[2]["n"] == len(PROMPTS)  # DyJoint, DyMax
     assert all(c["rule"] for c in claims)
-    row = sweeps.scored(table, "chain_table3", "chain", stop="dymax").iloc[0]
+    row = sweeps.scored(table, "chain_table3", "chain", stop="dymax", threshold=0.3).iloc[0]
     assert set(row.by_prompt) == {p.key for p in PROMPTS}
     assert sum(s["steps"] for s in row.by_prompt.values()) == row.steps
     assert sum(s["tau"] for s in row.by_prompt.values()) == pytest.approx(row.tau * row.steps)
     dymax = sweeps.scored(table, "chain_table3", "chain", stop="dymax")
-    assert len(dymax) == 1 and dymax.params.iloc[0]["threshold"] == 0.3
+    assert len(dymax) == len(sweeps.DYMAX_THRESHOLDS) and 0.3 in [p["threshold"] for p in dymax.params]
 
 
 def test_per_category_adds_up_to_the_whole_logbook(logbook):
@@ -119,6 +119,12 @@ def test_standard_sweeps_round_trip_through_their_specs(logbook, tmp_path, monke
     groups = sweeps.standard_sweeps(K=10, d_max=8, depth=6, classifier="tiny", acceptance=acceptance_vector(logbook, 4))
     assert set(groups) == {"c2t_fig4", "chain_table3", "edd_table2", "widths", "budgets", "gunjur"}
     assert len(sweeps.c2t_sweep([0.3, 0.5], topks=(0, 15, 20, 25, 30), classifier="tiny")) == 10
+    chain = [p.spec for p in groups["chain_table3"]]  # every knob swept, the paper's values among them
+    assert [p.k for p in groups["chain_table3"] if p.name == "chain" and p.stop == "none"] == list(range(1, 9))
+    assert "chain:k=8,stop=dymax,threshold=0.3" in chain and "chain:k=8,stop=dyjoint,threshold=0.08" in chain
+    assert sum(s.startswith("c2t:beta=0.85,K=1") for s in chain) == 1 and sum(s.startswith("c2t") for s in chain) > 5
+    edd = [(p.K, p.d_max, p.N) for p in groups["edd_table2"] if p.name == "eagle2"]  # EDD's 10/6/50, the N curve
+    assert edd == [(10, 6, n) for n in (10, 20, 40, 50, 60, 80)]
     budget = [p.spec for p in sweeps.budget_sweep([16, 15], K=8, d_max=8)]
     assert [s for s in budget if s.startswith("sequences")] == ["sequences:d=4", "sequences:k=3"]
     assert "dyspec_threshold:t=0.0625,d_max=8" in budget  # DySpec's threshold tree at t = 1/m beside each budget

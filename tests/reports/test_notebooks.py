@@ -76,6 +76,8 @@ SHARED_LOGBOOKS = [
      ("pair", "prompts", "max_new_tokens", "K", "d_max", "beam", "b_env", "d_env")),
     ("04_entropy_rank", ("05_calibration", "06_acceptance_vs_probability", "07_entropy_match"),
      ("pair", "dataset", "n_prompts", "max_new_tokens")),
+    ("11_draft_quality", ("13_engine_settings",),  # one mix logbook per λ (each costs a target forward per layer)
+     ("pair", "prompts", "max_new_tokens", "K", "d_max", "beam", "b_env", "d_env", "agreements")),
 ]
 
 

@@ -12,22 +12,20 @@ are bootstrapped over PROMPTS, every drawn prompt with all its tokens (`cluster_
 `spectree.analysis.rules`), because tokens of one prompt are correlated: their n is the number of prompts.
 
 The replay-sweep claims of notebook 02 (`collect_claims`) compare policies replayed on the same prompts with a
-paired bootstrap over the prompts' per-prompt sums (`sweeps.score`'s `by_prompt`).
+paired bootstrap over the prompts' per-prompt sums (`sweeps.score`'s `by_prompt`); where a paper compares methods
+at a matched γ or τ, each method's knob is swept and its curve read at the other's point (`matched_rule`).
 """
 from __future__ import annotations
 
 import math
 import warnings
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
-import pandas as pd
 from scipy import stats
 
 from spectree.analysis.rules import Statistic, cluster_interval
-from spectree.analysis.sweeps import scored
 
 VERDICTS = ("holds", "does not hold", "inconclusive")
 HOLDS, FAILS, INCONCLUSIVE = VERDICTS
@@ -242,121 +240,3 @@ def pooled_difference(a_num: Any, a_den: Any, b_num: Any, b_den: Any, axis: int 
 def pooled_quotient(a_num: Any, a_den: Any, b_num: Any, b_den: Any, axis: int = -1) -> Any:
     """pooled(a) / pooled(b) over paired units."""
     return pooled(a_num, a_den, axis) / pooled(b_num, b_den, axis)
-
-
-# --- notebook 02: replay-sweep claims ------------------------------------------------------------------------
-
-RATES = {"tau": ("tau", "steps"), "gamma": ("gamma", "steps"), "alpha": ("tau_drafted", "depth")}  # per-prompt sums
-
-
-def _pick(table: pd.DataFrame, group: str, name: str, **params: Any) -> Optional[pd.Series]:
-    rows = scored(table, group, name, **params)
-    return rows.iloc[0] if len(rows) else None
-
-
-def _sums(*rows: pd.Series) -> list[pd.DataFrame]:
-    """Each row's per-prompt sums (`by_prompt`), restricted to the prompts all rows share, in one order."""
-    frames = [pd.DataFrame.from_dict(r.by_prompt if isinstance(r.get("by_prompt"), dict) else {}, orient="index")
-              for r in rows]
-    common = sorted(set.intersection(*(set(f.index) for f in frames)))
-    return [f.reindex(common) for f in frames]
-
-
-def compare(a: pd.Series, b: pd.Series, rate: str, bar: float, what: str, *, quotient: bool = False,
-            above: bool = True, strict: bool = True) -> Evidence:
-    """A rate (tau, gamma, alpha) of row a against row b, paired over their prompts: the difference a − b
-    (or the quotient a / b) against `bar`, by `bootstrap_rule`."""
-    fa, fb = _sums(a, b)
-    num, den = RATES[rate]
-    return bootstrap_rule([fa[num], fa[den], fb[num], fb[den]], pooled_quotient if quotient else pooled_difference,
-                          bar, what, above=above, strict=strict)
-
-
-def versus(name: str, paper: str, a: Optional[pd.Series], b: Optional[pd.Series],
-           judge: Callable[[pd.Series, pd.Series], Evidence],
-           ours: Optional[Callable[[pd.Series, pd.Series], str]] = None) -> dict[str, Any]:
-    """A claim comparing two scored rows (a: the paper's method); inconclusive if either was not scored."""
-    if a is None or b is None:
-        return claim(name, paper, "not scored on this logbook", unscored("a compared policy was not scored"))
-    text = ours(a, b) if ours else f"τ {a.tau:.3f} vs {b.tau:.3f}, γ {a.gamma:.2f} vs {b.gamma:.2f} per forward"
-    return claim(name, paper, text, judge(a, b))
-
-
-def _c2t_share(*arrays: Any, axis: int = -1, n_e2: int = 0) -> Any:
-    """Median over EAGLE-2 rows of the smallest C2T γ reaching that row's τ, as a share of its γ (NaN when fewer
-    than two rows are reached); arrays are (τ sum, γ sum, steps) per row, EAGLE-2 rows first."""
-    sums = np.stack([np.sum(x, axis=axis) for x in arrays], axis=-1)  # (..., 3 · rows)
-    tau, gamma = sums[..., 0::3] / sums[..., 2::3], sums[..., 1::3] / sums[..., 2::3]
-    e_tau, e_gamma, c_tau, c_gamma = tau[..., :n_e2], gamma[..., :n_e2], tau[..., n_e2:], gamma[..., n_e2:]
-    need = np.where(c_tau[..., None, :] >= e_tau[..., :, None], c_gamma[..., None, :], np.inf).min(-1) / e_gamma
-    need = np.where(np.isfinite(need) & (e_gamma > 0), need, np.nan)
-    return np.where((~np.isnan(need)).sum(-1) >= 2, np.nanmedian(need, axis=-1), np.nan)
-
-
-def c2t_claims(table: pd.DataFrame, tolerance: float = 0.85) -> list[dict[str, Any]]:
-    """C2T Fig. 4 / Table 2: the γ C2T needs to reach each EAGLE-2 setting's τ, as a share of EAGLE-2's (median
-    over the settings C2T reaches, at least two); holds if its bootstrap interval over prompts is ≤ `tolerance`."""
-    e2, c2 = scored(table, "c2t_fig4", "eagle2"), scored(table, "c2t_fig4", "c2t")
-    name = "C2T reaches EAGLE-2's τ with fewer candidates (C2T Fig. 4, Table 2)"
-    paper = "75–80% of EAGLE-2's γ at the same τ (LLaMA-2 7B/13B/70B, MT-bench)"
-    if not len(e2) or not len(c2):
-        return [claim(name, paper, "not scored on this logbook", unscored("no EAGLE-2 or C2T rows to compare"))]
-    frames = _sums(*[r for _, r in e2.iterrows()], *[r for _, r in c2.iterrows()])
-    arrays = [f[c] for f in frames for c in ("tau", "gamma", "steps")]
-    ev = bootstrap_rule(arrays, partial(_c2t_share, n_e2=len(e2)), tolerance,
-                        "C2T's γ share at EAGLE-2's τ (median over the EAGLE-2 sizes reached)", above=False)
-    reached = sum(bool((c2.tau >= e.tau).any()) for e in e2.itertuples() if e.gamma > 0)
-    return [claim(name, paper, f"{ev.estimate:.0%} of EAGLE-2's γ (median over the {reached} of {len(e2)} EAGLE-2 "
-                  f"sizes C2T reaches; 95% CI {ev.low:.0%}–{ev.high:.0%})", ev)]
-
-
-def chain_claims(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """C2T Table 3 (chain mode, depth 10): DyJoint over DyMax; C2T (β 0.85) at DyJoint's τ with fewer γ."""
-    dymax, dyjoint = (_pick(table, "chain_table3", "chain", stop=s) for s in ("dymax", "dyjoint"))
-    return [versus("Chain mode: DyJoint (0.08) reaches a higher τ than DyMax (0.3) (C2T Table 3)",
-                   "τ 2.12 vs 2.06 (without the bonus token), γ 129,876 vs 127,018 in total", dyjoint, dymax,
-                   lambda a, b: compare(a, b, "tau", 0.0, "τ(DyJoint) − τ(DyMax)")),
-            versus("Chain mode: C2T (β 0.85) matches DyJoint's τ with fewer candidates (C2T Table 3)",
-                   "τ 2.12 for both, γ 116,694 vs 129,876 in total (−10%)", _pick(table, "chain_table3", "c2t"),
-                   dyjoint, lambda a, b: all_of([compare(a, b, "tau", -0.01, "τ(C2T) − τ(DyJoint)", strict=False),
-                                                 compare(a, b, "gamma", 0.0, "γ(C2T) − γ(DyJoint)", above=False)]))]
-
-
-def edd_claims(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """EDD Table 2 and §4.3.1 on EDD's trees: PCT against EAGLE-2, and against the better of VCT / CAPE."""
-    pct, e2, vct, cape = (_pick(table, "edd_table2", n) for n in ("pct", "eagle2", "vct", "cape"))
-    static = None if vct is None or cape is None else max((vct, cape), key=lambda r: r.tau)
-    return [versus("PCT's acceptance rate α exceeds EAGLE-2's (EDD Table 2)",
-                   "α 0.74 vs 0.67 at τ 3.99 for both (LLaMA2-Chat 7B, MT-bench)", pct, e2,
-                   lambda a, b: compare(a, b, "alpha", 0.0, "α(PCT) − α(EAGLE-2)"),
-                   lambda a, b: f"α {a.alpha:.3f} vs {b.alpha:.3f} (mean tree depth {a.depth:.2f} vs {b.depth:.2f})"),
-            versus("PCT keeps EAGLE-2's τ with about half its nodes (EDD §4.3.1, Fig. 6)",
-                   "about half the nodes at a competitive τ", pct, e2,
-                   lambda a, b: all_of([compare(a, b, "gamma", 0.6, "γ(PCT) / γ(EAGLE-2)", quotient=True,
-                                                above=False, strict=False),
-                                        compare(a, b, "tau", 0.95, "τ(PCT) / τ(EAGLE-2)", quotient=True,
-                                                strict=False)])),
-            versus("PCT's τ beats VCT's and CAPE's (EDD Table 2)", "τ 3.99 vs VCT 3.56 and CAPE 3.35", pct, static,
-                   lambda a, b: compare(a, b, "tau", 0.0, "τ(PCT) − τ(the better of VCT and CAPE)"),
-                   lambda a, b: f"τ {a.tau:.3f} vs {b['name']} {b.tau:.3f} (the better)")]
-
-
-def budget_claims(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """DySpec Tables 1–2: at each budget m, DySpec's τ against the best static tree of m draft tokens."""
-    rows = scored(table, "budgets")
-    pairs = []  # (m, DySpec row, best static row)
-    for _, dy in rows[rows.name == "dyspec"].iterrows():
-        static = rows[rows.name.isin(["sequences", "sequoia"]) & (rows.gamma == dy.params["m"])]
-        if len(static):
-            pairs.append((dy.params["m"], dy, static.loc[static.tau.idxmax()]))
-    parts = [compare(dy, st, "tau", 0.0, "τ(DySpec) − τ(best static)", strict=False) for _, dy, st in pairs]
-    ev = all_of(parts, f"{parts[0].rule}, at every budget") if parts else unscored("no static tree of a DySpec budget")
-    return [claim("At the same budget DySpec accepts more than static trees (DySpec Tables 1–2)",
-                  "budget 64, T = 0, C4: 5.25 tokens/step vs Sequoia 4.99 and SpecInfer 3.32",
-                  "; ".join(f"m={m}: τ {a.tau:.3f} vs best static {b.tau:.3f}" for m, a, b in pairs) or "not scored",
-                  ev)]
-
-
-def collect_claims(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """Every claim the standard sweeps check, in paper order."""
-    return c2t_claims(table) + chain_claims(table) + edd_claims(table) + budget_claims(table)

@@ -2,10 +2,12 @@
 
 A FlashAttention-style kernel works on b×b tiles (b = 32) of the [n, prefix + n] mask the verifier uses and
 can skip a tile that is all False. DySpec renumbers the tree nodes in DFS pre-order (`DraftTree.dfs_order`)
-so every root path is a run of nearby indices and far fewer tiles are non-zero than in the original
-layer-by-layer (BFS) order our `grow_tree` stores. This module counts those tiles, grows random trees the
-way DySpec's greedy heap does, and times masked attention in both orders, with the dense SDPA our decoder
-calls (it computes every tile, whatever the mask) and with a small block-sparse loop that skips empty tiles.
+so every root path is a run of nearby indices and far fewer tiles are non-zero than in the original order,
+the order the tree was generated in: for DySpec's greedy heap (Alg. 1) the order its nodes are popped; for our
+logged trees the layer-by-layer order `grow_tree` drafts and stores them in. This module counts those tiles,
+grows random trees the way DySpec's greedy heap does (in its pop order, with breadth-first order beside it),
+and times masked attention in both orders, with the dense SDPA our decoder calls (it computes every tile,
+whatever the mask) and with a small block-sparse loop that skips empty tiles.
 """
 from __future__ import annotations
 
@@ -69,13 +71,19 @@ def dfs_tree(tree: DraftTree) -> DraftTree:
     return permute(tree, tree.dfs_order())
 
 
+def bfs_tree(tree: DraftTree) -> DraftTree:
+    """The tree renumbered layer by layer (stable by depth: within a layer, the original order)."""
+    return permute(tree, torch.argsort(tree.depth, stable=True))
+
+
 def random_tree(n: int, generator: torch.Generator, skew: float = 2.0) -> DraftTree:
     """A random draft-like tree of n nodes (root included), grown as DySpec's greedy heap (Alg. 1) grows one.
 
     Each heap slot is (v, parent, residual mass m) with v = P(parent)·m. Popping the largest v adds a child
     that takes a share u ~ Beta(skew, 1) of m (u = U^(1/skew), U uniform from `generator`), then pushes its
     sibling slot v·(1−u) and its own child slot P(child). Larger `skew` → the sampled token takes more mass →
-    deeper, chain-like trees. Nodes are returned layer by layer (stable BFS), as `grow_tree` stores them.
+    deeper, chain-like trees. Nodes are numbered in the order the heap pops them (DySpec's generation order,
+    the "original order" of its Table 5): the slot values v are non-increasing along the indices.
     """
     if n < 1:
         raise ValueError(f"a tree has at least its root, got n={n}")
@@ -97,8 +105,7 @@ def random_tree(n: int, generator: torch.Generator, skew: float = 2.0) -> DraftT
     cols = {f: [0.0] * n for f in NODE_FIELDS}
     cols.update(tokens=list(range(n)), parents=parents, depth=depth, draft_prob=probs, joint=joint,
                 rank=[0] * n, confidence=probs)
-    pop_order = DraftTree(**DraftTree.from_columns(cols).columns(), prefix_len=1)
-    return permute(pop_order, torch.tensor(sorted(range(n), key=lambda i: depth[i])))
+    return DraftTree(**DraftTree.from_columns(cols).columns(), prefix_len=1)
 
 
 def tree_depth(tree: DraftTree) -> int:
@@ -108,13 +115,14 @@ def tree_depth(tree: DraftTree) -> int:
 # --- block-count tables ---------------------------------------------------------------------------------
 
 def count_orders(tree: DraftTree, prefixes: Iterable[int], block: int = BLOCK) -> list[dict]:
-    """Non-zero tiles of the verification mask in the original and DFS order, per prefix length."""
-    dfs = dfs_tree(tree)
+    """Non-zero tiles of the verification mask per prefix length in the tree's own (generation) order
+    `original`, in DFS order, and breadth-first (`bfs`, for reference); ratio = original ÷ DFS."""
+    orders = {"original": tree, "dfs": dfs_tree(tree), "bfs": bfs_tree(tree)}
     rows = []
     for prefix in prefixes:
-        orig, reord = block_count(verify_mask(tree, prefix), block), block_count(verify_mask(dfs, prefix), block)
-        rows.append({"nodes": len(tree), "depth": tree_depth(tree), "prefix": int(prefix), "original": orig,
-                     "dfs": reord, "ratio": orig / reord})
+        counts = {name: block_count(verify_mask(t, prefix), block) for name, t in orders.items()}
+        rows.append({"nodes": len(tree), "depth": tree_depth(tree), "prefix": int(prefix), **counts,
+                     "ratio": counts["original"] / counts["dfs"]})
     return rows
 
 
@@ -142,7 +150,7 @@ def sample_logged_trees(logbook: Sequence, n_trees: int, seed: int = 0) -> list[
 
 def summarise_blocks(table: pd.DataFrame, by: str) -> pd.DataFrame:
     """Mean block counts per `by` value; ratio = mean original ÷ mean DFS (DySpec's reading)."""
-    cols = {c: (c, "mean") for c in ("nodes", "depth", "original", "dfs") if c != by}
+    cols = {c: (c, "mean") for c in ("nodes", "depth", "original", "dfs", "bfs") if c != by and c in table}
     out = table.groupby(by).agg(trees=("tree", "size"), **cols).reset_index()
     return out.assign(ratio=out.original / out.dfs)
 
@@ -260,8 +268,8 @@ def block_claims(random_summary: pd.DataFrame, logged_summary: pd.DataFrame, tim
     even the most favourable pairing stays below; dense attention gains nothing when, at every size, every
     pairing of rounds lies within 1 ± `tolerance`, and it gains (or loses) when one size lies wholly outside."""
     rs, ls = random_summary.sort_values("nodes"), logged_summary.sort_values("prefix")
-    counts = "; ".join(f"{r.original:.1f} → {r.dfs:.1f} ({r.nodes:.0f} nodes, {r.ratio:.2f}×)"
-                       for r in rs.itertuples())
+    counts = "heap pop order → DFS: " + "; ".join(f"{r.original:.1f} → {r.dfs:.1f} ({r.nodes:.0f} nodes, {r.ratio:.2f}×)"
+                                                for r in rs.itertuples())
     first, last = ls.iloc[0], ls.iloc[-1]
     n_random, n_logged = int(rs.trees.sum()), int(first.trees)
     ratio_rule = "original ÷ DFS non-zero blocks − 1"
@@ -313,7 +321,7 @@ def block_claims(random_summary: pd.DataFrame, logged_summary: pd.DataFrame, tim
     ]
 
 
-__all__ = ["BLOCK", "nonzero_blocks", "block_count", "verify_mask", "permute", "dfs_tree", "random_tree",
+__all__ = ["BLOCK", "nonzero_blocks", "block_count", "verify_mask", "permute", "dfs_tree", "bfs_tree", "random_tree",
            "count_orders", "random_tree_blocks", "logged_tree_blocks", "sample_logged_trees", "summarise_blocks",
            "sparse_plan", "block_sparse_attention", "dense_attention", "repeat_seconds", "median_seconds",
            "time_orders", "timing_ratios", "block_claims"]

@@ -1,9 +1,11 @@
 """Statistics behind the papers' analysis figures, on a table of draft tokens (numpy / scipy / pandas only).
 
-- C2T Fig. 2: entropy bins × rank — mean draft probability, acceptance rate and their difference.
-- EDD Fig. 3b: reliability diagram of draft confidence against acceptance, ECE with a bootstrap interval.
-- DySpec Fig. 2: acceptance and target probability against draft probability (column-normalised histograms).
-- Gunjur et al. Fig. 1: entropy of matched vs mismatched draft tokens and the crossover entropy.
+- C2T Fig. 2: entropy bins × rank — mean draft probability, acceptance rate and their difference; bins in nats
+  or bits (the paper names no unit), its claims read cell by cell off the rank-1 column.
+- DySpec Fig. 2: acceptance and target probability against draft probability (column-normalised histograms)
+  over the drawn (sampled) draft tokens.
+
+EDD Fig. 3b's calibration is in `analysis.calibration`, Gunjur et al.'s Fig. 1 in `analysis.entropy_match`.
 
 The token table (`token_tables.logbook_tokens`; `token_tables.temperature_tokens` at T > 0) has one row
 per draft token: prompt, dataset, position, depth, rank (0 = most likely), token, p (draft probability), joint,
@@ -18,32 +20,19 @@ bootstrap, `claims.cluster_rule`): its n is the number of prompts, at least `cla
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from spectree.analysis.claims import MIN_PROMPTS, Evidence, all_of, claim, cluster_rule, prompt_interval_rule
+from spectree.analysis.claims import MIN_PROMPTS, Evidence, all_of, claim, cluster_rule
 from spectree.analysis.claims import jsonable  # noqa: F401  (re-exported: the notebooks' summaries use it)
-from spectree.analysis.rules import (cluster_interval, prompt_codes, prompt_sums, ratio_statistic,
-                                     spearman_statistic)
+from spectree.analysis.rules import prompt_codes, prompt_sums, ratio_statistic, spearman_statistic
 
-ENTROPY_EDGES = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, math.inf)  # C2T Fig. 2: 0–1, …, 5–6, > 6 (nats)
-MATCH_EDGES = tuple(np.round(np.arange(0.0, 11.0 + 1e-9, 0.25), 2))  # Gunjur Fig. 1 histogram bins (nats)
-
-
-# --- token tables -----------------------------------------------------------------------------------------
-
-def calibration_tokens(tokens: pd.DataFrame) -> pd.DataFrame:
-    """EDD Fig. 3b's tokens: the rank-0 chain counted up to and including its first rejection."""
-    return tokens[tokens.examined & tokens.chain]
-
-
-def top1_tokens(tokens: pd.DataFrame) -> pd.DataFrame:
-    """Gunjur Fig. 1's tokens: the draft's top-1 token of every examined distribution."""
-    return tokens[tokens.examined & (tokens["rank"] == 0)]
+ENTROPY_EDGES = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, math.inf)  # C2T Fig. 2: 0–1, …, 5–6, > 6 (in the unit read)
+ENTROPY_UNITS = {"nats": 1.0, "bits": math.log(2)}  # one unit, in nats (the token table stores nats)
+ENTROPY_COLUMNS = {"entropy": "full vocabulary", "entropy_topm": "top-1000, renormalised"}  # of the draft's distribution
 
 
 # --- binning ---------------------------------------------------------------------------------------------
@@ -60,20 +49,31 @@ def bin_labels(edges: Sequence[float] = ENTROPY_EDGES) -> list[str]:
     return [f"> {lo:g}" if math.isinf(hi) else f"{lo:g}–{hi:g}" for lo, hi in zip(edges[:-1], edges[1:])]
 
 
-def _uniform_bin(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+def uniform_bin(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Bin index per value for finite edges, left-closed, the last bin closed; values outside clipped."""
     return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, len(edges) - 2)
 
 
 # --- C2T Fig. 2 ------------------------------------------------------------------------------------------
 
+def entropy_in(tokens: pd.DataFrame, unit: str = "nats", column: str = "entropy") -> np.ndarray:
+    """[n] the token table's entropy `column` (stored in nats) in `unit`: bits = nats / ln 2. C2T names no unit
+    (s0 l.67, l.71), so its bins 0–1, …, > 6 are read in either."""
+    if unit not in ENTROPY_UNITS:
+        raise ValueError(f"entropy unit must be one of {list(ENTROPY_UNITS)}, got {unit!r}")
+    if column not in ENTROPY_COLUMNS:
+        raise ValueError(f"entropy column must be one of {list(ENTROPY_COLUMNS)}, got {column!r}")
+    return tokens[column].to_numpy(dtype=float) / ENTROPY_UNITS[unit]
+
+
 def cell_table(tokens: pd.DataFrame, edges: Sequence[float] = ENTROPY_EDGES, max_rank: int = 20,
-               min_count: int = 30) -> pd.DataFrame:
+               min_count: int = 30, unit: str = "nats", entropy: str = "entropy") -> pd.DataFrame:
     """One row per (entropy bin, rank 1..max_rank) over the examined tokens: count, mean draft probability,
-    acceptance rate, diff = mean_p − accept, and `masked` where the count is below min_count."""
+    acceptance rate, diff = mean_p − accept, and `masked` where the count is below min_count. Edges are in
+    `unit`; `entropy` names the column binned (ENTROPY_COLUMNS); both are kept as columns of the table."""
     t = tokens[tokens.examined & (tokens["rank"] < max_rank)]
     grid = pd.MultiIndex.from_product([range(len(edges) - 1), range(1, max_rank + 1)], names=["bin", "rank"])
-    g = (pd.DataFrame({"bin": entropy_bin(t.entropy, edges), "rank": t["rank"].to_numpy() + 1,
+    g = (pd.DataFrame({"bin": entropy_bin(entropy_in(t, unit, entropy), edges), "rank": t["rank"].to_numpy() + 1,
                        "p": t.p.to_numpy(), "accept": t.accept.to_numpy()})
          .groupby(["bin", "rank"]).agg(count=("p", "size"), mean_p=("p", "mean"), accept=("accept", "mean"))
          .reindex(grid).reset_index())
@@ -81,7 +81,7 @@ def cell_table(tokens: pd.DataFrame, edges: Sequence[float] = ENTROPY_EDGES, max
     g["diff"] = g.mean_p - g.accept
     g["masked"] = g["count"] < min_count
     g.insert(1, "entropy_bin", [bin_labels(edges)[b] for b in g["bin"]])
-    return g
+    return g.assign(lo=[edges[b] for b in g["bin"]], hi=[edges[b + 1] for b in g["bin"]], unit=unit, entropy=entropy)
 
 
 def cell_matrix(cells: pd.DataFrame, value: str, masked: bool = True) -> pd.DataFrame:
@@ -91,14 +91,17 @@ def cell_matrix(cells: pd.DataFrame, value: str, masked: bool = True) -> pd.Data
     return data.pivot(index="entropy_bin", columns="rank", values=value).loc[order]
 
 
-def _top1_in(tokens: pd.DataFrame, lo: float, hi: float) -> pd.DataFrame:
-    return tokens[tokens.examined & (tokens["rank"] == 0) & (tokens.entropy > lo) & (tokens.entropy <= hi)]
+def _top1_in(tokens: pd.DataFrame, lo: float, hi: float, unit: str = "nats", entropy: str = "entropy"
+             ) -> pd.DataFrame:
+    h = entropy_in(tokens, unit, entropy)
+    return tokens[tokens.examined & (tokens["rank"] == 0) & (h > lo) & (h <= hi)]
 
 
-def top1_bias(tokens: pd.DataFrame, lo: float, hi: float) -> dict[str, float]:
-    """Top-1 examined tokens with lo < entropy ≤ hi: count, mean p, acceptance, and the mean of accept − p
-    with its standard error (scipy sem)."""
-    t = _top1_in(tokens, lo, hi)
+def top1_bias(tokens: pd.DataFrame, lo: float, hi: float, unit: str = "nats", entropy: str = "entropy"
+              ) -> dict[str, float]:
+    """Top-1 examined tokens with lo < entropy ≤ hi (in `unit`): count, mean p, acceptance, and the mean of
+    accept − p with its standard error (scipy sem)."""
+    t = _top1_in(tokens, lo, hi, unit, entropy)
     d = (t.accept - t.p).to_numpy()
     return {"count": len(d), "mean_p": float(t.p.mean()) if len(d) else math.nan,
             "accept": float(t.accept.mean()) if len(d) else math.nan,
@@ -106,116 +109,81 @@ def top1_bias(tokens: pd.DataFrame, lo: float, hi: float) -> dict[str, float]:
             "se": float(stats.sem(d)) if len(d) > 1 else math.nan}
 
 
+def top1_evidence(tokens: pd.DataFrame, lo: float, hi: float, under: bool, unit: str = "nats",
+                  entropy: str = "entropy", min_count: int = 30, n_resamples: int = 2000) -> Evidence:
+    """Top-1 tokens with lo < entropy ≤ hi: mean(acceptance − p) over the drawn prompts' tokens (Σ (accept −
+    p) / Σ tokens) > 0 (under-estimated, blue) or < 0 (over-estimated, red), by the 95% bootstrap interval
+    over prompts, at least MIN_PROMPTS prompts and min_count tokens."""
+    t = _top1_in(tokens, lo, hi, unit, entropy)
+    codes, g = prompt_codes(t.prompt)
+    mean = ratio_statistic(prompt_sums(codes, g, t.accept - t.p), prompt_sums(codes, g))
+    return cluster_rule(mean, g, 0.0, "mean(acceptance − p) of the top-1 tokens", above=under, strict=True,
+                        tokens=len(t), min_tokens=min_count, n_resamples=n_resamples)
+
+
+def top1_cell_tests(tokens: pd.DataFrame, cells: pd.DataFrame, rows: Sequence[int], under: bool, min_count: int = 30,
+                    n_resamples: int = 2000) -> tuple[Evidence, list[dict[str, Any]]]:
+    """The rank-1 cells of the given entropy rows of `cells` (cell_table), each judged by `top1_evidence`; cells
+    with fewer than min_count tokens (grey in the figure) are skipped. The rows together: every tested cell on
+    the claimed side (`claims.all_of`). Returns (evidence, one dict per tested cell)."""
+    unit, entropy = cells.unit.iloc[0], cells.entropy.iloc[0]
+    top1 = cells[(cells["rank"] == 1) & cells["bin"].isin(rows) & ~cells.masked]
+    parts, rows_out = [], []
+    for _, c in top1.iterrows():
+        ev = top1_evidence(tokens, c.lo if c["bin"] else -math.inf, c.hi, under, unit, entropy, min_count, n_resamples)
+        parts.append(ev)
+        rows_out.append({"entropy_bin": c.entropy_bin, "count": int(c["count"]), "accept_minus_p": ev.estimate,
+                         "low": ev.low, "high": ev.high, "verdict": ev.verdict})
+    side, labels = ">" if under else "<", ", ".join(dict.fromkeys(cells[cells["bin"].isin(rows)].entropy_bin))
+    rule = (f"every rank-1 cell of entropy rows {labels} ({unit}) with ≥ {min_count} tokens: 95% bootstrap interval "
+            f"over prompts of mean(acceptance − p) {side} 0, n ≥ {MIN_PROMPTS} prompts")
+    return all_of(parts, rule if parts else f"no rank-1 cell of rows {labels} ({unit}) has ≥ {min_count} tokens"), rows_out
+
+
+def _cells_text(rows: list[dict[str, Any]]) -> str:
+    def interval(r: dict[str, Any]) -> str:
+        return "no interval" if math.isnan(r["low"]) else f"{r['low']:+.3f} to {r['high']:+.3f}"
+    return "; ".join(f"{r['entropy_bin']}: {r['accept_minus_p']:+.3f} ({interval(r)}, {r['count']} tokens, "
+                     f"{r['verdict']})" for r in rows) or "no cell with enough tokens"
+
+
 def c2t_claims(tokens: pd.DataFrame, cells: pd.DataFrame, high_above: float = 3.0, low_upto: float = 1.0,
                min_count: int = 30, n_resamples: int = 2000) -> list[dict[str, Any]]:
-    """C2T §3: top-1 under-estimated at high entropy (acceptance > p), over-estimated at low entropy (p >
-    acceptance); each judged by the 95% bootstrap interval over prompts of the mean of accept − p over the
-    drawn prompts' tokens (Σ (accept − p) / Σ tokens), at least MIN_PROMPTS prompts and min_count tokens."""
-    top1 = cells[cells["rank"] == 1].set_index("entropy_bin")[["count", "mean_p", "accept", "diff"]]
-    by_bin = {k: {c: None if pd.isna(v) else int(v) if c == "count" else round(float(v), 4) for c, v in row.items()}
-              for k, row in top1.iterrows()}
+    """C2T §3 (s0 l.77–81), read off Fig. 2c's rank-1 column: at high entropy the top-1 token is under-estimated
+    (acceptance > p: every rank-1 cell of the rows from `high_above` up is blue), at low entropy over-estimated
+    (every rank-1 cell of the rows up to `low_upto` is red); each cell by `top1_evidence`. The verdict reads the
+    cells' unit; the same reading in the other unit, and the old pooled reading (all top-1 tokens above 3 /
+    up to 1), are in the details."""
+    unit, entropy = cells.unit.iloc[0], cells.entropy.iloc[0]
+    edges = sorted({*cells.lo, cells.hi.max()})
+    n_bins = len(edges) - 1
     out = []
-    for name, lo, hi, positive, text in (
-            ("C2T Fig. 2c: high entropy, top-1 under-estimated", high_above, math.inf, True,
-             f"entropy > {high_above:g}: top-1 acceptance above its probability (blue cells)"),
-            ("C2T Fig. 2c: low entropy, top-1 over-estimated", -math.inf, low_upto, False,
-             f"entropy ≤ {low_upto:g}: top-1 probability above its acceptance (red cells)")):
-        b, t = top1_bias(tokens, lo, hi), _top1_in(tokens, lo, hi)
-        codes, g = prompt_codes(t.prompt)
-        mean = ratio_statistic(prompt_sums(codes, g, t.accept - t.p), prompt_sums(codes, g))
-        ev = cluster_rule(mean, g, 0.0, "mean(acceptance − p) of the top-1 tokens", above=positive, strict=True,
-                          tokens=len(t), min_tokens=min_count, n_resamples=n_resamples)
-        ours = (f"acceptance − p = {b['accept_minus_p']:+.3f} (95% CI over prompts {ev.low:+.3f} to {ev.high:+.3f}; "
-                f"acceptance {b['accept']:.3f}, p {b['mean_p']:.3f}, {b['count']} top-1 tokens of {g} prompts)")
-        out.append(claim(name, text, ours, ev, **b, prompts=g, top1_by_entropy_bin=by_bin))
+    for name, paper, under, rows, lo, hi in (
+            ("C2T Fig. 2c: high entropy, top-1 under-estimated",
+             "\"When the entropy is high, the node with the highest probability in the distribution is underestimated "
+             "in terms of probability\" (s0 l.79; blue cells of Fig. 2c)", True,
+             [b for b in range(n_bins) if edges[b] >= high_above], high_above, math.inf),
+            ("C2T Fig. 2c: low entropy, top-1 over-estimated",
+             "\"When the entropy is low, the node with the highest probability in the distribution is overestimated "
+             "in terms of probability\" (s0 l.81; red cells of Fig. 2c)", False,
+             [b for b in range(n_bins) if edges[b + 1] <= low_upto], -math.inf, low_upto)):
+        readings, evidence = {}, {}
+        for u in (unit, *(v for v in ENTROPY_UNITS if v != unit)):
+            c = cells if u == unit else cell_table(tokens, edges, int(cells["rank"].max()), min_count, u, entropy)
+            evidence[u], tested = top1_cell_tests(tokens, c, rows, under, min_count, n_resamples)
+            readings[u] = {"verdict": evidence[u].verdict, "cells": tested,
+                           "pooled": top1_bias(tokens, lo, hi, u, entropy)}
+        ev = evidence[unit]
+        other = [u for u in readings if u != unit]
+        ours = (f"rank-1 cells ({unit}): {_cells_text(readings[unit]['cells'])}; in "
+                + "; in ".join(f"{u}: {readings[u]['verdict']} ({_cells_text(readings[u]['cells'])})" for u in other))
+        rows_text = ", ".join(bin_labels(edges)[b] for b in rows)
+        out.append(claim(name, paper, ours, ev,
+                         goal=f"our reading of '{'high' if under else 'low'}': rows {rows_text} ({unit}; the paper "
+                              f"gives no unit and no row), every rank-1 cell with ≥ {min_count} tokens",
+                         **readings[unit]["pooled"], unit=unit, entropy=ENTROPY_COLUMNS[entropy],
+                         prompts=int(tokens.prompt.nunique()), by_unit=readings))
     return out
-
-
-# --- EDD Fig. 3b: calibration ------------------------------------------------------------------------------
-
-def reliability_table(confidence: Any, accept: Any, n_bins: int = 10) -> pd.DataFrame:
-    """Equal-width confidence bins on [0, 1] (left-closed, 1.0 in the last): count, mean confidence,
-    acceptance rate and gap = accept − confidence per bin."""
-    conf, acc = np.asarray(confidence, dtype=float), np.asarray(accept, dtype=float)
-    b = np.clip((conf * n_bins).astype(int), 0, n_bins - 1)
-    count = np.bincount(b, minlength=n_bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_conf = np.bincount(b, conf, n_bins) / count
-        rate = np.bincount(b, acc, n_bins) / count
-    lo = np.arange(n_bins) / n_bins
-    return pd.DataFrame({"bin": range(n_bins), "lo": lo, "hi": lo + 1 / n_bins, "count": count,
-                         "confidence": mean_conf, "accept": rate, "gap": rate - mean_conf})
-
-
-def ece(confidence: Any, accept: Any, n_bins: int = 10) -> float:
-    """Expected calibration error Σ_b (n_b / N) |acceptance_b − confidence_b| (Guo et al. 2017)."""
-    t = reliability_table(confidence, accept, n_bins)
-    n = t["count"].sum()
-    return float((t["count"] * t.gap.abs()).fillna(0).sum() / n) if n else math.nan
-
-
-def ece_interval(confidence: Any, accept: Any, prompt: Any, n_bins: int = 10, n_resamples: int = 1000,
-                 level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile interval of the ECE bootstrapped over prompts (seeded; `rules.cluster_interval`): every
-    resample pools the drawn prompts' tokens into the bins, ECE = Σ_b |Σ_{i in b} (acc_i − conf_i)| / N."""
-    conf, acc = np.asarray(confidence, dtype=float), np.asarray(accept, dtype=float)
-    codes, g = prompt_codes(prompt)
-    bins = np.clip((conf * n_bins).astype(int), 0, n_bins - 1)
-    gap, count = prompt_sums(codes, g, acc - conf, bins, n_bins), prompt_sums(codes, g)
-    _, lo, hi = cluster_interval(lambda w: np.abs(w @ gap).sum(-1) / (w @ count), g, level, n_resamples, seed)
-    return lo, hi
-
-
-def calibration_stats(confidence: Any, accept: Any, prompt: Any, n_bins: int = 10, n_resamples: int = 1000
-                      ) -> dict[str, Any]:
-    """ECE, its 95% bootstrap interval over prompts, and the token and prompt counts."""
-    lo, hi = ece_interval(confidence, accept, prompt, n_bins, n_resamples)
-    return {"ece": ece(confidence, accept, n_bins), "ci_low": lo, "ci_high": hi,
-            "tokens": len(np.asarray(confidence)), "prompts": prompt_codes(prompt)[1]}
-
-
-def calibration_claim(name: str, paper: str, st: dict[str, Any], tolerance: float = 0.05,
-                      paper_ece: Optional[float] = None, min_count: int = 100, min_prompts: int = MIN_PROMPTS
-                      ) -> dict[str, Any]:
-    """'well calibrated' from calibration_stats: holds if the whole 95% bootstrap interval over prompts of the
-    ECE is ≤ tolerance, does not hold if it is all above; inconclusive otherwise, below min_prompts prompts or
-    below min_count tokens (the ECE of a few tokens is biased upwards)."""
-    lo, hi, n, g = st["ci_low"], st["ci_high"], st["tokens"], st["prompts"]
-    ev = prompt_interval_rule(st["ece"], lo, hi, tolerance, g, "the ECE", above=False, min_n=min_prompts,
-                              tokens=n, min_tokens=min_count)
-    extra = {} if paper_ece is None else {"paper_ece": paper_ece, "paper_ece_in_interval": bool(lo <= paper_ece <= hi)}
-    return claim(name, paper, f"ECE {st['ece']:.3f} (95% CI over prompts {lo:.3f}–{hi:.3f}, {n} tokens of {g} "
-                 f"prompts)", ev, **st, tolerance=tolerance, **extra)
-
-
-def calibration_diagrams(tokens: pd.DataFrame, n_bins: int = 10, classifier: Optional[np.ndarray] = None,
-                         classifier_name: str = "", n_resamples: int = 1000, tolerance: float = 0.05
-                         ) -> tuple[list[dict[str, Any]], list[str]]:
-    """EDD Fig. 3b (confidence vs acceptance up to the first rejection), joint probability P vs path
-    acceptance on the rank-0 chain (PCT's p_j ≈ ∏ c_i) and, given its output per token row, C2T's
-    classifier vs acceptance. Returns (diagrams {title, xlabel, table, stats, claim?}, notes)."""
-    cal, chain = calibration_tokens(tokens), tokens[tokens.chain]
-    specs = [("draft confidence (max probability)", "draft confidence", cal.confidence, cal.accept, cal.prompt,
-              ("EDD Fig. 3b: draft confidence is calibrated with acceptance",
-               "ECE 0.019 (EDD + LLaMA2-Chat 13B, MT-bench, chain of 10)", 0.019))]
-    notes = []
-    if len(chain) and chain.depth.max() > 1:
-        specs.append(("joint probability P (rank-0 chain)", "joint probability P = ∏ confidence", chain.joint,
-                      chain.accept, chain.prompt, ("PCT: path acceptance ≈ product of confidences",
-                                                   "p_j ≈ ∏ c_i (PCT's assumption; no ECE reported)", None)))
-    else:
-        notes.append("joint P vs path acceptance needs the greedy logbook's chains (temperature 0): skipped")
-    if classifier is not None:
-        specs.append((f"C2T classifier {classifier_name}", "classifier output F(P, H, d)", classifier,
-                      tokens.accept, tokens.prompt, None))
-    diagrams = []
-    for title, xlabel, conf, acc, prompt, claim_spec in specs:
-        d = {"title": title, "xlabel": xlabel, "table": reliability_table(conf, acc, n_bins),
-             "stats": calibration_stats(conf, acc, prompt, n_bins, n_resamples)}
-        if claim_spec:
-            d["claim"] = calibration_claim(*claim_spec[:2], d["stats"], tolerance, claim_spec[2])
-        diagrams.append(d)
-    return diagrams, notes
 
 
 # --- DySpec Fig. 2: column-normalised histograms -----------------------------------------------------------
@@ -225,8 +193,8 @@ def column_normalised_histogram(x: Any, y: Any, x_edges: Sequence[float], y_edge
     """([n_y, n_x] shares, [n_x] counts): each column (an x bin) sums to 1 over y, NaN where it is empty.
     Bins are left-closed, the last one closed, values outside the edges clipped into the end bins."""
     xe, ye = np.asarray(x_edges, dtype=float), np.asarray(y_edges, dtype=float)
-    xb = _uniform_bin(np.asarray(x, dtype=float), xe)
-    yb = _uniform_bin(np.asarray(y, dtype=float), ye)
+    xb = uniform_bin(np.asarray(x, dtype=float), xe)
+    yb = uniform_bin(np.asarray(y, dtype=float), ye)
     h = np.zeros((len(ye) - 1, len(xe) - 1))
     np.add.at(h, (yb, xb), 1.0)
     counts = h.sum(0)
@@ -237,7 +205,7 @@ def column_normalised_histogram(x: Any, y: Any, x_edges: Sequence[float], y_edge
 def binned_mean(x: Any, y: Any, edges: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     """(mean of y, count) per x bin (same binning as column_normalised_histogram)."""
     e = np.asarray(edges, dtype=float)
-    b = _uniform_bin(np.asarray(x, dtype=float), e)
+    b = uniform_bin(np.asarray(x, dtype=float), e)
     count = np.bincount(b, minlength=len(e) - 1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.bincount(b, np.asarray(y, dtype=float), len(e) - 1) / count, count
@@ -264,12 +232,45 @@ def spearman_rule(x: Any, y: Any, prompt: Any, bar: float, what: str, *, strict:
                         tokens=int(ok.sum()), min_tokens=min_count, level=level, n_resamples=n_resamples)
 
 
+DRAWS = 20  # draws per examined distribution for DySpec Fig. 2's population (`predicted_tokens`)
+
+
+def predicted_tokens(tokens: pd.DataFrame, draws: int = DRAWS, seed: int = 0) -> pd.DataFrame:
+    """DySpec Fig. 2's population, the predicted (sampled) draft tokens (s2 l.43, l.76): from every examined
+    distribution (prompt, position, depth; one per depth, its parent on the greedy path) `draws` tokens drawn
+    i.i.d. from the draft probabilities p it was logged with (numpy default_rng(seed)), one row per draw, so a
+    token counts in proportion to p, as a sampled tree would draw it — not each of the logged top 20 once. A
+    draw that falls outside the logged tokens (probability 1 − Σ p, `unlogged_mass`) is dropped: its target
+    probability is not logged. Rows keep their columns; a token drawn twice is two rows."""
+    if draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws}")
+    t = tokens[tokens.examined].reset_index(drop=True)
+    if t.empty:
+        return t
+    dist = t.groupby(["prompt", "position", "depth"], sort=False).ngroup().to_numpy()  # [n] distribution index
+    slot = t.groupby(dist).cumcount().to_numpy()  # [n] the token's place among its distribution's rows
+    probs = np.zeros((dist.max() + 1, slot.max() + 2))  # [distributions, logged tokens + the unlogged rest]
+    probs[dist, slot] = t.p.to_numpy(dtype=float)
+    probs[:, -1] = np.clip(1.0 - probs[:, :-1].sum(1), 0.0, None)
+    counts = np.random.default_rng(seed).multinomial(draws, probs / probs.sum(1, keepdims=True))
+    return t.loc[np.repeat(np.arange(len(t)), counts[dist, slot])].reset_index(drop=True)
+
+
+def unlogged_mass(tokens: pd.DataFrame) -> float:
+    """Mean over the examined distributions of 1 − Σ p of their logged tokens: the share of draws that
+    `predicted_tokens` drops."""
+    t = tokens[tokens.examined]
+    if t.empty:
+        return math.nan
+    return float((1.0 - t.groupby(["prompt", "position", "depth"]).p.sum()).clip(lower=0.0).mean())
+
+
 def dyspec_claims(tokens: pd.DataFrame, label: str, strong: float = 0.5, alpha: float = 0.01,
-                  min_count: int = 30, n_resamples: int = 2000) -> list[dict[str, Any]]:
-    """DySpec §3 on the examined tokens: acceptance rises with draft probability (the (1 − alpha) interval of
-    Spearman ρ above 0) and draft and target probabilities are strongly correlated (the 95% interval of ρ ≥
-    strong); bootstrap intervals over prompts (`spearman_rule`), at least MIN_PROMPTS prompts and min_count
-    tokens."""
+                  min_count: int = 30, n_resamples: int = 2000, **details: Any) -> list[dict[str, Any]]:
+    """DySpec §3 on the examined tokens as given (`acceptance_report` passes `predicted_tokens`): acceptance rises
+    with draft probability (the (1 − alpha) interval of Spearman ρ above 0) and draft and target probabilities
+    are strongly correlated (the 95% interval of ρ ≥ strong, our bar: the paper states no coefficient);
+    bootstrap intervals over prompts (`spearman_rule`), at least MIN_PROMPTS prompts and min_count tokens."""
     t = tokens[tokens.examined]
     rho_a, p_a = spearman(t.p, t.accept)
     rho_t, p_t = spearman(t.p, t.target_prob)
@@ -279,112 +280,35 @@ def dyspec_claims(tokens: pd.DataFrame, label: str, strong: float = 0.5, alpha: 
                          n_resamples=n_resamples)
     n, g = len(t), t.prompt.nunique()
     return [claim(f"DySpec Fig. 2 left ({label}): acceptance rises with draft probability",
-                  "Hypothesis 1: tokens of higher draft probability have a higher acceptance rate",
+                  "\"Predicted tokens of higher draft probability statistically have a higher acceptance rate\" "
+                  "(Hypothesis 1, s2 l.43); \"As draft probability grows larger, predicted tokens are more likely "
+                  "to be accepted\" (Fig. 2 left, l.76)",
                   f"Spearman ρ(p, acceptance) = {rho_a:.3f} ({1 - alpha:.0%} CI over prompts {rises.low:.3f}–"
-                  f"{rises.high:.3f}; {n} tokens of {g} prompts)", rises, rho=rho_a, p_value=p_a, tokens=n, prompts=g),
+                  f"{rises.high:.3f}; {n} tokens of {g} prompts)", rises,
+                  goal=f"Spearman ρ > 0 ({1 - alpha:.0%} interval; our reading of 'more likely')",
+                  rho=rho_a, p_value=p_a, tokens=n, prompts=g, **details),
             claim(f"DySpec Fig. 2 right ({label}): draft and target probabilities strongly correlated",
-                  "draft distribution strongly correlated with the target distribution",
+                  "\"the draft distribution shows a strong correlation with the target distribution\" "
+                  "(Fig. 2 right, s2 l.76; no coefficient given)",
                   f"Spearman ρ(p, target p) = {rho_t:.3f} (95% CI over prompts {corr.low:.3f}–{corr.high:.3f}; "
-                  f"{n} tokens of {g} prompts)", corr, rho=rho_t, p_value=p_t, tokens=n, prompts=g)]
+                  f"{n} tokens of {g} prompts)", corr,
+                  goal=f"Spearman ρ ≥ {strong:g} (our bar for 'strong')",
+                  rho=rho_t, p_value=p_t, tokens=n, prompts=g, **details)]
 
 
-# --- Gunjur et al. Fig. 1: matched vs mismatched entropy ----------------------------------------------------
-
-def match_rate_by_entropy(entropy: Any, match: Any, edges: Sequence[float] = MATCH_EDGES) -> pd.DataFrame:
-    """Per entropy bin (finite edges, left-closed, outside values clipped): count, matched and mismatched
-    (sums of the match weights in [0, 1] and their complements) and match_rate."""
-    e = np.asarray(edges, dtype=float)
-    b = _uniform_bin(np.asarray(entropy, dtype=float), e)
-    m = np.asarray(match, dtype=float)
-    nb = len(e) - 1
-    count = np.bincount(b, minlength=nb)
-    matched = np.bincount(b, m, nb)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rate = matched / count
-    return pd.DataFrame({"lo": e[:-1], "hi": e[1:], "count": count, "matched": matched,
-                         "mismatched": count - matched, "match_rate": rate})
-
-
-def crossovers(lo: np.ndarray, hi: np.ndarray, count: np.ndarray, rate: np.ndarray, min_count: int = 20,
-               never: float = math.nan) -> np.ndarray:
-    """`crossover_entropy` of every row of per-bin counts and match rates (rows: resamples; bins in order):
-    `never` where no populated bin falls below 0.5, NaN where no bin is populated."""
-    count, rate = np.atleast_2d(count), np.atleast_2d(rate)
-    populated = count >= min_count
-    below = populated & (rate < 0.5)
-    j = below.argmax(1)  # the first populated bin below one half
-    last = np.maximum.accumulate(np.where(populated, np.arange(count.shape[1]), -1), axis=1)
-    prev = np.where(j > 0, last[np.arange(len(j)), np.maximum(j - 1, 0)], -1)  # the populated bin before it
-    centre = (np.asarray(lo, dtype=float) + np.asarray(hi, dtype=float)) / 2
-    c0, c1 = centre[np.maximum(prev, 0)], centre[j]
-    rows = np.arange(len(j))
-    r0, r1 = rate[rows, np.maximum(prev, 0)], rate[rows, j]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cross = np.where(prev < 0, np.asarray(lo, dtype=float)[j], c0 + (r0 - 0.5) / (r0 - r1) * (c1 - c0))
-    return np.where(below.any(1), cross, np.where(populated.any(1), never, np.nan))
-
-
-def crossover_entropy(rates: pd.DataFrame, min_count: int = 20) -> Optional[float]:
-    """The entropy where mismatch becomes likelier than match: over bins with ≥ min_count tokens, in order,
-    the first whose match rate is below 0.5 — interpolated linearly between its centre and the previous
-    bin's; that bin's lower edge when it is the first populated bin; None when no bin falls below 0.5."""
-    cross = crossovers(rates.lo.to_numpy(), rates.hi.to_numpy(), rates["count"].to_numpy(),
-                       rates.match_rate.to_numpy(), min_count)[0] if len(rates) else math.nan
-    return None if math.isnan(cross) else float(cross)
-
-
-def gunjur_claims(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Optional[float], paper_cutoff: float = 1.0,
-                  tolerance: float = 0.5, min_count: int = 20, alpha: float = 0.01, n_resamples: int = 2000
-                  ) -> list[dict[str, Any]]:
-    """Gunjur et al. §3: mismatch becomes likelier than match above entropy ≈ 1 (the 95% bootstrap interval
-    over prompts of the crossover, recomputed from the drawn prompts' pooled bins, within paper_cutoff ±
-    tolerance; "never" counts as the last bin edge), and the mismatch probability grows with entropy (the
-    (1 − alpha) bootstrap interval over prompts of Spearman ρ above 0); at least MIN_PROMPTS prompts and
-    min_count tokens."""
-    n = len(top1)
-    populated = int((rates["count"] >= min_count).sum())
-    edges = np.r_[rates.lo.to_numpy(), rates.hi.iloc[-1]] if len(rates) else np.asarray(MATCH_EDGES)
-    codes, g = prompt_codes(top1.prompt)
-    bins, nb = _uniform_bin(top1.entropy.to_numpy(dtype=float), edges), len(edges) - 1
-    count, matched = prompt_sums(codes, g, None, bins, nb), prompt_sums(codes, g, top1.accept, bins, nb)
-
-    def crossover_of(w: np.ndarray) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            c = w @ count
-            return crossovers(edges[:-1], edges[1:], c, (w @ matched) / c, min_count, float(edges[-1]))
-    what = "the crossover entropy"
-    low = cluster_rule(crossover_of, g, paper_cutoff - tolerance, what, tokens=n, min_tokens=min_count,
-                       n_resamples=n_resamples)
-    lo, hi = low.low, low.high
-    high = prompt_interval_rule(low.estimate, lo, hi, paper_cutoff + tolerance, g, what, above=False, tokens=n,
-                                min_tokens=min_count)
-    cross = all_of([low, high], f"95% bootstrap interval over prompts of {what} within {paper_cutoff:g} ± "
-                                f"{tolerance:g} nats (never crossing counts as {edges[-1]:g}), n ≥ {MIN_PROMPTS} "
-                                f"prompts and ≥ {min_count} tokens")
-    cross = replace(cross, low=lo, high=hi)  # both parts read the one interval
-    grows = spearman_rule(top1.entropy, 1.0 - top1.accept, top1.prompt, 0.0, "Spearman ρ(entropy, mismatch)",
-                          strict=True, min_count=min_count, level=1 - alpha, n_resamples=n_resamples)
-    rho, pv = spearman(top1.entropy, 1.0 - top1.accept)
-    cross_text = (f"none: no entropy bin with ≥ {min_count} tokens" if populated == 0 else
-                  "never: match likelier in every bin" if crossover is None else f"{crossover:.2f} nats")
-    return [claim("Gunjur Fig. 1: mismatch likelier than match above entropy ≈ 1",
-                  f"crossover at entropy {paper_cutoff:g} (the simple cutoff)",
-                  f"crossover {cross_text} (95% CI over prompts {lo:.2f}–{hi:.2f}; {n} top-1 tokens of {g} prompts)",
-                  cross, crossover=crossover, paper_cutoff=paper_cutoff, tolerance=tolerance,
-                  populated_bins=populated, tokens=n, prompts=g,
-                  overall_match_rate=float(top1.accept.mean()) if n else math.nan),
-            claim("Gunjur Fig. 1: mismatch probability grows with entropy",
-                  "mismatch probability of a drafted token increases with its entropy",
-                  f"Spearman ρ(entropy, mismatch) = {rho:.3f} ({1 - alpha:.0%} CI over prompts {grows.low:.3f}–"
-                  f"{grows.high:.3f}; {n} tokens of {g} prompts)", grows, rho=rho, p_value=pv, tokens=n, prompts=g)]
-
-
-def acceptance_report(tables: dict[str, pd.DataFrame]) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
-    """DySpec claims for each named token table, and Spearman ρ per table: {name: {accept, target_prob}}."""
+def acceptance_report(tables: dict[str, pd.DataFrame], draws: int = DRAWS, seed: int = 0
+                      ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
+    """DySpec claims for each named token table on its drawn tokens (`predicted_tokens(table, draws, seed)`: the
+    population the paper plots), and Spearman ρ per table: {name: {accept, target_prob}}. Each claim's details
+    keep the draws, the share of draws dropped (unlogged) and ρ over the logged top tokens at equal weight
+    (the population counted before issue 47)."""
     claims, rhos = [], {}
     for name, t in tables.items():
-        rises, corr = dyspec_claims(t, name)
+        logged = t[t.examined]
+        rises, corr = dyspec_claims(predicted_tokens(t, draws, seed), name, draws=draws, seed=seed,
+                                    unlogged_mass=unlogged_mass(t),
+                                    rho_logged_equal_weight={"accept": spearman(logged.p, logged.accept)[0],
+                                                             "target_prob": spearman(logged.p, logged.target_prob)[0]})
         claims += [rises, corr]
         rhos[name] = {"accept": rises["details"]["rho"], "target_prob": corr["details"]["rho"]}
     return claims, rhos
-

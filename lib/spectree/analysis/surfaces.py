@@ -5,8 +5,11 @@ grids with one feature fixed, partial dependence per feature, and verdicts on th
 2. at low P a high entropy H raises the confidence (a correction for flat draft distributions);
 3. at low P a shallower depth d raises the confidence, while at high P depth hardly matters.
 
-Ranges as in the paper: P ∈ [0, 1], H ∈ [0, 10] (nats, top-M entropy), d ∈ 0..10. Verdicts are on the
-confidence sigmoid(F) — the quantity compared with β. The surfaces are a deterministic function of one trained
+Ranges: P ∈ [0, 1] and d ∈ 0..10 as in the paper (s0 l.435); H ∈ [0, ln M] (nats), where the paper draws
+[0, 10]: the entropy of M = 1000 probabilities cannot exceed ln 1000 = 6.91, so the classifier never sees more
+and the paper's upper third is extrapolation. Depth d is Alg. 1's (s0 l.132, l.141: the first drafted layer has
+d = 0); our `Nodes` put that layer at depth 1, so the classifier is fed d + 1 (`DEPTH_OFFSET`). Verdicts are on
+the confidence sigmoid(F) — the quantity compared with β. The surfaces are a deterministic function of one trained
 classifier, so each reading is judged by `claims.tolerance_rule` (an effect within ± tolerance is
 "inconclusive"), with n the grid points it averages; the 3-D scatter is coloured by the min-max normalised
 logit, as C2T Fig. 9 is.
@@ -24,16 +27,22 @@ import torch
 
 from spectree.analysis.claims import claim, tolerance_rule
 from spectree.core.manifest import beside, digest, reuse_or_rebuild
+from spectree.core.drafting import TOP_M
 from spectree.core.paths import artifact_path
 from spectree.strategies.c2t import (
     C2TClassifier,
     ClassifierTraining,
     fit_and_save,
     load_classifier,
+    select_epoch,
 )
 
-RANGES = {"P": (0.0, 1.0), "H": (0.0, 10.0), "d": (0.0, 10.0)}
-FIXED = {"P": (0.1, 0.5, 0.9), "H": (1.0, 4.0, 8.0), "d": (1.0, 4.0, 8.0)}  # C2T Fig. 10's three panels
+H_MAX = float(np.log(TOP_M))  # ln M = 6.91 nats: the largest entropy of M probabilities
+RANGES = {"P": (0.0, 1.0), "H": (0.0, H_MAX), "d": (0.0, 10.0)}  # d: Alg. 1's depth (first drafted layer 0)
+# C2T Fig. 10's three panels: P as the paper's widely spaced surfaces; H at the paper's "low entropy (1 or 2)"
+# (s0 l.437) and a high value below ln M; d = 0, 3, 7 (node depths 1, 4, 8: inside the logged trees' depths)
+FIXED = {"P": (0.1, 0.5, 0.9), "H": (1.0, 2.0, 6.0), "d": (0.0, 3.0, 7.0)}
+DEPTH_OFFSET = 1  # our node depth − Alg. 1's d (`Nodes`: root 0, first drafted layer 1)
 TRAIN_FRACTION = 0.5  # of a logbook's prompts the classifier trains on; the rest pick the epoch
 
 
@@ -75,9 +84,11 @@ def trained_name(logdir: Path, cfg: ClassifierTraining) -> str:
 
 
 def outputs(model: C2TClassifier, P, H, d) -> tuple[np.ndarray, np.ndarray]:
-    """(logit, confidence) of the classifier at arrays of P, H, d (broadcast); features it does not use are
-    ignored, so a P+H classifier is flat in d."""
-    cols = {k: torch.as_tensor(np.asarray(v, dtype=np.float32)) for k, v in {"P": P, "H": H, "d": d}.items()}
+    """(logit, confidence) of the classifier at arrays of P, H and Alg. 1's depth d (broadcast; the classifier
+    reads our node depth d + DEPTH_OFFSET); features it does not use are ignored, so a P+H classifier is flat
+    in d."""
+    node_depth = np.asarray(d, dtype=np.float32) + DEPTH_OFFSET
+    cols = {k: torch.as_tensor(np.asarray(v, dtype=np.float32)) for k, v in {"P": P, "H": H, "d": node_depth}.items()}
     cols = dict(zip(cols, torch.broadcast_tensors(*cols.values())))
     x = torch.stack([cols[f].flatten() for f in model.features], dim=-1)
     with torch.no_grad():
@@ -88,10 +99,11 @@ def outputs(model: C2TClassifier, P, H, d) -> tuple[np.ndarray, np.ndarray]:
 # --- grids ----------------------------------------------------------------------------------------------
 
 def random_points(n: int, seed: int = 0) -> pd.DataFrame:
-    """n uniform random inputs: P ∈ [0, 1], H ∈ [0, 10] floats, d ∈ 0..10 integers (C2T Fig. 9)."""
+    """n uniform random inputs: P ∈ [0, 1], H ∈ [0, ln M] floats, d ∈ 0..10 integers in Alg. 1's convention
+    (C2T Fig. 9; the paper's H goes to 10, past ln M)."""
     gen = torch.Generator().manual_seed(seed)
     return pd.DataFrame({"P": torch.rand(n, generator=gen, dtype=torch.float64).numpy(),
-                         "H": 10 * torch.rand(n, generator=gen, dtype=torch.float64).numpy(),
+                         "H": RANGES["H"][1] * torch.rand(n, generator=gen, dtype=torch.float64).numpy(),
                          "d": torch.randint(0, 11, (n,), generator=gen).numpy()})
 
 
@@ -162,8 +174,8 @@ def surface_claims(pdep: pd.DataFrame, surf: pd.DataFrame, tolerance: float = 0.
 
     - P dominates: P's partial-dependence range minus the larger of H's and d's (n: the random points averaged,
       `points`, else the partial-dependence grid values);
-    - high H helps at low P: F(H=8) − F(H=1) over the fixed-H meshes with P ≤ low_p (n: mesh points);
-    - shallow helps at low P: F(d=1) − F(d=8) over the fixed-d meshes with P ≤ low_p;
+    - high H helps at low P: F(H=6) − F(H=1) over the fixed-H meshes with P ≤ low_p (n: mesh points);
+    - shallow helps at low P: F(d=0) − F(d=7) over the fixed-d meshes with P ≤ low_p (Alg. 1's d);
     - depth matters less at high P: that gap's size at P ≤ low_p minus its size at P ≥ high_p.
     """
     r = pd_ranges(pdep)
@@ -186,11 +198,12 @@ def surface_claims(pdep: pd.DataFrame, surf: pd.DataFrame, tolerance: float = 0.
                              "random points" if points else "partial-dependence values")),
         claim("high entropy raises confidence at low P (C2T Fig. 10, fixed H)",
               "at low P the high-entropy surface lies above the low-entropy ones",
-              f"F(H={h_hi:g}) − F(H={h_lo:g}) = {h_gain:+.3f} (mean over P ≤ {low_p:g}, d ∈ [0, 10])",
+              f"F(H={h_hi:g}) − F(H={h_lo:g}) = {h_gain:+.3f} (mean over P ≤ {low_p:g}, d ∈ [0, 10], Alg. 1's d)",
               tolerance_rule(h_gain, tolerance, n_h, f"F(H={h_hi:g}) − F(H={h_lo:g}) at P ≤ {low_p:g}", unit)),
         claim("shallower depth raises confidence at low P (C2T Fig. 10, fixed d)",
               "at low P the surfaces diverge, shallower depths higher",
-              f"F(d={d_lo:g}) − F(d={d_hi:g}) = {d_low:+.3f} (mean over P ≤ {low_p:g}, H ∈ [0, 10])",
+              f"F(d={d_lo:g}) − F(d={d_hi:g}) = {d_low:+.3f} (mean over P ≤ {low_p:g}, H ∈ [0, {RANGES['H'][1]:.2f}]; "
+              "Alg. 1's d, first drafted layer 0)",
               tolerance_rule(d_low, tolerance, n_d, f"F(d={d_lo:g}) − F(d={d_hi:g}) at P ≤ {low_p:g}", unit)),
         claim("depth matters little at high P (C2T Fig. 10, fixed d)",
               "the fixed-d surfaces coincide and flatten at high P",
@@ -256,5 +269,25 @@ def get_classifier(name: str, log_cfg, prompts: str, cfg: ClassifierTraining = C
         reuse_or_rebuild(beside(path), wanted, lambda: path if path.exists() else None, build)
     card_path = path.with_suffix(".json")
     card = json.loads(card_path.read_text()) if card_path.exists() else {}
-    return load_classifier(path), {"classifier": path.stem, "source": source, "training_nodes": card.get("nodes"),
-                                   "training_positives": card.get("positives")}
+    history = training_history(path.stem)
+    chosen = history[history.chosen].iloc[0] if len(history) else None
+    return load_classifier(path), {
+        "classifier": path.stem, "source": source, "training_nodes": card.get("nodes"),
+        "training_positives": card.get("positives"), "epochs_run": len(history),
+        "chosen_epoch": None if chosen is None else int(chosen.epoch),
+        "chosen_recall": None if chosen is None else round(float(chosen.recall), 4),
+        "chosen_positive_rate": None if chosen is None else round(float(chosen.positive_rate), 6),
+        "stopped": card.get("stopped")}
+
+
+def training_history(name: str) -> pd.DataFrame:
+    """The per-epoch table on the card data/c2t/<name>.json (epoch, training loss, held-out recall and positive
+    rate), `chosen` marking the epoch C2T's rule kept (`select_epoch`; on a card without it, best recall then
+    least positive rate); empty when the card has no table."""
+    card_path = classifier_path(name).with_suffix(".json")
+    card = json.loads(card_path.read_text()) if card_path.exists() else {}
+    history = pd.DataFrame(card.get("history", []))
+    if history.empty:
+        return history.assign(chosen=pd.Series(dtype=bool))
+    chosen = card.get("chosen", {}).get("epoch") or select_epoch(history)
+    return history.assign(chosen=history.epoch == chosen)

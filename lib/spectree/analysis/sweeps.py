@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
+import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
@@ -61,7 +63,7 @@ def totals(steps: pd.DataFrame) -> dict[str, float]:
 
 def prompt_sums(steps: pd.DataFrame) -> dict[str, dict[str, float]]:
     """Per prompt: forwards (steps) and the sums of τ, γ, τ over drafted forwards and depth, so that any pooled
-    rate (τ, γ, α) can be recomputed on a resample of the prompts (`claims.compare`)."""
+    rate (τ, γ, α) can be recomputed on a resample of the prompts (`sweep_claims.compare`)."""
     sums = steps.assign(steps=1, tau_drafted=steps.tau.where(steps.depth > 0, 0)).groupby("prompt", sort=True)[
         ["steps", "tau", "gamma", "tau_drafted", "depth"]].sum()
     return {str(k): {c: float(v) for c, v in row.items()} for k, row in sums.iterrows()}
@@ -115,22 +117,37 @@ def c2t_sweep(betas: Sequence[float], topks: Sequence[int] = (0, 4, 6, 8), K: in
     return [C2T(beta=b, K=K, d_max=d_max, topk=t, classifier=classifier) for t in topks for b in betas]
 
 
-def chain_sweep(d_max: int = 10, lengths: Sequence[int] = range(5, 10), classifier: Optional[str] = None,
-                beta: float = 0.85) -> list[Policy]:
-    """Chain mode (C2T Table 3): fixed lengths (EAGLE-1), DyMax 0.3, DyJoint 0.08, Gunjur's entropy
-    cutoff 1.0, and C2T as an early exit (K = 1) when a classifier is given."""
-    stops = {"dymax": 0.3, "dyjoint": 0.08, "entropy": 1.0}
+DYMAX_THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)  # max probability; C2T Table 3 runs 0.3
+DYJOINT_THRESHOLDS = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32)  # joint probability; C2T Table 3 runs 0.08
+CHAIN_BETA = 0.85  # C2T's β in chain mode (C2T Table 3)
+
+
+def chain_sweep(d_max: int = 10, lengths: Optional[Sequence[int]] = None, classifier: Optional[str] = None,
+                betas: Sequence[float] = (), dymax: Sequence[float] = DYMAX_THRESHOLDS,
+                dyjoint: Sequence[float] = DYJOINT_THRESHOLDS) -> list[Policy]:
+    """Chain mode (C2T Table 3), each method's knob swept so that they can be compared at a matched γ or τ (the
+    paper's table compares them at nearly equal γ): fixed lengths (EAGLE-1/2; the paper runs 5–9, default here
+    1..d_max), DyMax and DyJoint thresholds (the paper's 0.3 and 0.08 among them), Gunjur's entropy cutoff 1.0,
+    and, given a classifier, C2T as an early exit (K = 1) at every β of `betas` and the paper's 0.85."""
+    lengths = range(1, d_max + 1) if lengths is None else lengths
     out: list[Policy] = [Chain(k=k) for k in lengths if k <= d_max]
-    out += [Chain(k=d_max, stop=stop, threshold=t) for stop, t in stops.items()]
-    return out + ([C2T(beta=beta, K=1, d_max=d_max, classifier=classifier)] if classifier else [])
+    out += [Chain(k=d_max, stop="dymax", threshold=t) for t in sorted({*dymax, 0.3})]
+    out += [Chain(k=d_max, stop="dyjoint", threshold=t) for t in sorted({*dyjoint, 0.08})]
+    out += [Chain(k=d_max, stop="entropy", threshold=1.0)]
+    betas = sorted({*betas, CHAIN_BETA})
+    return out + ([C2T(beta=b, K=1, d_max=d_max, topk=0, classifier=classifier) for b in betas] if classifier else [])
 
 
-def edd_table2_sweep(K: int = 10, d_max: int = 6, N: int = 50, pct_ratio: float = 0.1, pct_depth: int = 10
-                     ) -> list[Policy]:
-    """EDD Table 2 as EDD ran it: VCT (width 3, depth 5), CAPE (depth 5), EAGLE-2 (10 per expansion, depth 6, 50
-    draft tokens), PCT (width 5, depth 10); K and d_max only cap them to the logbook."""
-    return [VCT(w=3, d=5), CAPE(d=5), Eagle2(K=min(10, K), d_max=min(6, d_max), N=N),
-            PCT(ratio=pct_ratio, k=min(5, K), d_max=pct_depth)]
+EDD_EAGLE2 = (10, 6, 50)  # EAGLE-2 as EDD ran it: 10 per expansion, depth 6, 50 draft tokens (EDD l.1370)
+
+
+def edd_table2_sweep(K: int = 10, d_max: int = 6, N: int = 50, pct_ratio: float = 0.1, pct_depth: int = 10,
+                     Ns: Sequence[int] = ()) -> list[Policy]:
+    """EDD Table 2 as EDD ran it: VCT (width 3, depth 5), CAPE (depth 5), EAGLE-2 (10 per expansion, depth 6, N
+    draft tokens: 50), PCT (width 5, depth 10); K and d_max only cap them to the logbook. EAGLE-2 at the other
+    sizes `Ns` gives its τ(N) curve, on which PCT's τ is matched (Table 2 compares α at equal τ)."""
+    eagle2 = [Eagle2(K=min(10, K), d_max=min(6, d_max), N=n) for n in sorted({*Ns, N})]
+    return [VCT(w=3, d=5), CAPE(d=5), *eagle2, PCT(ratio=pct_ratio, k=min(5, K), d_max=pct_depth)]
 
 
 def width_sweep(widths: Sequence[int], d: int = 3, pct_ratio: float = 0.1, pct_depth: int = 10) -> list[Policy]:
@@ -170,8 +187,8 @@ def standard_sweeps(K: int = 10, d_max: int = 11, depth: int = 6, Ns: Sequence[i
     (`depth` is the EAGLE-2 / C2T tree depth). Without a classifier the C2T policies are left out."""
     c2t = c2t_sweep(betas, topks, K, depth, classifier) if classifier else []
     return {"c2t_fig4": eagle2_sweep(Ns, K, depth) + c2t,
-            "chain_table3": chain_sweep(min(10, d_max), classifier=classifier),
-            "edd_table2": edd_table2_sweep(K, depth, pct_ratio=pct_ratio, pct_depth=min(10, d_max)),
+            "chain_table3": chain_sweep(min(10, d_max), classifier=classifier, betas=betas),
+            "edd_table2": edd_table2_sweep(K, depth, pct_ratio=pct_ratio, pct_depth=min(10, d_max), Ns=Ns),
             "widths": width_sweep(widths, min(3, d_max), pct_ratio, min(10, d_max)),
             "budgets": budget_sweep(budgets, min(8, K), d_max, acceptance),
             "gunjur": gunjur_sweep(min(4, d_max), d_max)}
@@ -202,5 +219,79 @@ def scored(table: pd.DataFrame, group: str, name: Optional[str] = None, **params
     rows = table[(table.group == group) & (table.dataset == "all") & table.replayable.astype(bool)]
     rows = rows[rows.name == name] if name else rows
     for key, value in params.items():
-        rows = rows[[p.get(key) == value for p in rows.params]]
+        rows = rows[np.array([p.get(key) == value for p in rows.params], dtype=bool)]  # [] selects no columns
     return rows
+
+
+# --- a method's knob sweep read as a curve, at a matched γ or τ (C2T Fig. 4, Tables 2–3; EDD Table 2) -------
+
+def frontier(tau: Any, gamma: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(γ, τ) of one method's τ(γ) curve from its knob sweep (τ, γ: one value per setting, per forward): the best
+    τ its settings reach with at most γ candidates, from (0, 1) (drafting nothing: τ is the bonus token alone)
+    through each setting that raises it, in γ order; a setting beaten by a cheaper one is left out."""
+    g, t = np.r_[0.0, np.asarray(gamma, dtype=float)], np.r_[1.0, np.asarray(tau, dtype=float)]
+    ok = np.isfinite(g) & np.isfinite(t)
+    g, t = g[ok], t[ok]
+    order = np.lexsort((-t, g))  # by γ, the best τ first among equal γ
+    g, t = g[order], t[order]
+    raises = np.r_[True, t[1:] > np.maximum.accumulate(t)[:-1]]
+    return g[raises], t[raises]
+
+
+def tau_at_gamma(tau: Any, gamma: Any, at: Any) -> np.ndarray:
+    """τ of a method's curve (`frontier`, linear between settings) at γ = `at`; NaN beyond its largest γ."""
+    g, t = frontier(tau, gamma)
+    at = np.asarray(at, dtype=float)
+    return np.where(at <= g[-1], np.interp(at, g, t), np.nan)
+
+
+def gamma_at_tau(tau: Any, gamma: Any, at: Any) -> np.ndarray:
+    """γ a method's curve (`frontier`, linear between settings) needs to reach τ = `at`; NaN above its best τ."""
+    g, t = frontier(tau, gamma)
+    at = np.asarray(at, dtype=float)
+    return np.where(at <= t[-1], np.interp(at, t, g), np.nan)
+
+
+def along_tau(tau: Any, value: Any, at: Any) -> np.ndarray:
+    """Another rate of a method's settings (α), read off at τ = `at` linearly between the settings ordered by τ;
+    NaN outside the τ they span."""
+    tau, value = np.asarray(tau, dtype=float), np.asarray(value, dtype=float)
+    ok = np.isfinite(tau) & np.isfinite(value)
+    order = np.argsort(tau[ok], kind="stable")
+    t, v, at = tau[ok][order], value[ok][order], np.asarray(at, dtype=float)
+    if not len(t):
+        return np.full(at.shape, np.nan)
+    return np.where((at >= t[0]) & (at <= t[-1]), np.interp(at, t, v), np.nan)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One method's settings (a knob sweep) in one resample of the prompts: pooled τ, γ and α per setting."""
+    tau: np.ndarray
+    gamma: np.ndarray
+    alpha: np.ndarray
+
+
+Reading = Callable[[Curve, Curve], float]  # (the method's curve, the reference's) → the compared statistic
+
+
+def _over_settings(values: np.ndarray, how: Callable[[np.ndarray], float], min_reached: int) -> float:
+    values = values[np.isfinite(values)]
+    return float(how(values)) if len(values) >= min_reached else math.nan
+
+
+def gamma_share(how: Callable[[np.ndarray], float] = np.median, min_reached: int = 1) -> Reading:
+    """The γ the method's curve needs at each reference setting's τ (`gamma_at_tau`), as a share of that
+    setting's γ, aggregated by `how` over the settings it reaches (NaN below min_reached of them)."""
+    return lambda a, b: _over_settings(gamma_at_tau(a.tau, a.gamma, b.tau) / b.gamma, how, min_reached)
+
+
+def tau_gain(how: Callable[[np.ndarray], float] = np.median, min_reached: int = 1) -> Reading:
+    """τ of the method's curve at each reference setting's γ (`tau_at_gamma`) minus that setting's τ,
+    aggregated by `how` over the settings whose γ it spans (NaN below min_reached of them)."""
+    return lambda a, b: _over_settings(tau_at_gamma(a.tau, a.gamma, b.gamma) - b.tau, how, min_reached)
+
+
+def alpha_gain(a: Curve, b: Curve) -> float:
+    """α of the method's (first) setting minus the α of the reference's curve at the same τ (`along_tau`)."""
+    return float(a.alpha[0] - along_tau(b.tau, b.alpha, a.tau[0]))

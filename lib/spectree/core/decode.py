@@ -35,6 +35,7 @@ class StepStats:
     offered: int = 0  # children the draft offered while growing the tree
     prefix: int = 0  # committed tokens before the step (root included)
     step_s: float = 0.0  # the whole step, catch-up included: the rest of the loop is what the terms leave
+    depth: int = 0  # the tree's depth (its deepest node; 0 for the root alone): draft passes of this step
 
 
 @dataclass
@@ -155,7 +156,7 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
         t2 = time.perf_counter()
         step = StepStats(verdict.tau, verdict.gamma, t1 - t0, t2 - t1, 0.0, verdict.accepted,
                          tree if keep_trees else None, verify_forward_s=verify_forward_s, keep_s=keep_s,
-                         offered=tree.offered, prefix=len(seq))
+                         offered=tree.offered, prefix=len(seq), depth=int(tree.depth.max()))
         step.tree_s = (t1 - t0) - (sum(s for _, s in drf.lm.forwards[n_forwards:]) if drf else 0.0)
         seq += new
         gen.tokens += new

@@ -9,10 +9,8 @@ target. For each λ one logbook (the full trees of notebook 02) gives:
 - `strategy_claims`: every replay claim of notebook 02, with C2T's classifier retrained on that logbook;
 - `analysis_claims`: the readings of notebooks 04–07 (entropy × rank bias, ECE, Spearman ρ, the crossover
   entropy) on the logbook's examined tokens;
-- `projected`: the speedup a draft of that quality would give on this machine — replay's τ and trees with the
-  measured cost model of the real draft and target (`reports.explorer.score`: Σ τ · plain step / Σ step time, with the step model
-  fitted on live steps,
-  over plain decoding through our loop on the same kernels).
+- `projected`: the speedup a draft of that quality would give on this machine over plain decoding through our
+  loop on the same kernels — replay's τ and trees priced by the real pair's step model (`reports.explorer.score`).
 
 `flips` turns the per-λ verdicts into one row per claim: its verdict at each agreement and the agreement from
 which it holds. Nothing here is tuned to a prompt set: every reading takes the logbook it is given.
@@ -28,8 +26,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from spectree.analysis import stats, sweeps
-from spectree.analysis.claims import FAILS, HOLDS, claim, collect_claims, interval_rule
+from spectree.analysis import calibration, entropy_match, stats, sweeps
+from spectree.analysis.claims import FAILS, HOLDS, claim, interval_rule
+from spectree.analysis.sweep_claims import collect_claims
 from spectree.analysis.token_tables import logbook_tokens
 from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy
@@ -132,6 +131,16 @@ def weights_for(agreements: Sequence[float], flips: np.ndarray, step: float = 1e
     return out
 
 
+def mix_weights(models: tuple, prompts: str, positions: int, agreements: Sequence[float]
+                ) -> tuple[list[float], dict[float, float]]:
+    """The λ logged (0, the real draft, then each distinct λ reaching a target agreement on the first `positions`
+    greedy positions of `prompts`) and {agreement: λ}: one rule for notebooks 11 and 13, which share the logbooks."""
+    from spectree.prompts import parse_prompt_spec
+
+    by_agreement = weights_for(agreements, flip_weights(models, parse_prompt_spec(prompts), positions))
+    return [0.0] + sorted(set(by_agreement.values()) - {0.0}), by_agreement
+
+
 @dataclass(frozen=True)
 class SweepSettings:
     """Notebook 02's sweep settings (its parameters of the same names)."""
@@ -168,20 +177,20 @@ def analysis_claims(tokens: pd.DataFrame, n_resamples: int = 1000
     entropy. Returns (claims, {reading: value})."""
     cells = stats.cell_table(tokens, min_count=30)
     bias = stats.c2t_claims(tokens, cells, n_resamples=n_resamples)
-    diagrams, _ = stats.calibration_diagrams(tokens, n_resamples=n_resamples)
-    calibration = diagrams[0]["claim"]
+    diagrams, _ = calibration.calibration_diagrams(tokens, n_resamples=n_resamples)
+    calibrated = diagrams[0]["claim"]
     dyspec, rhos = stats.acceptance_report({"greedy": tokens})
-    top1 = stats.top1_tokens(tokens)
-    rates = stats.match_rate_by_entropy(top1.entropy, top1.accept)
-    crossover = stats.crossover_entropy(rates, 20)
-    gunjur = stats.gunjur_claims(top1, rates, crossover, 1.0, min_count=20, n_resamples=n_resamples)
-    readings = {"top-1 acceptance − p, entropy > 3": bias[0]["details"]["accept_minus_p"],
-                "top-1 acceptance − p, entropy ≤ 1": bias[1]["details"]["accept_minus_p"],
+    top1 = entropy_match.top1_tokens(tokens)
+    rates = entropy_match.match_rate_by_entropy(top1.entropy, top1.accept)
+    crossover = entropy_match.crossover_entropy(rates, 20)
+    gunjur = entropy_match.gunjur_claims(top1, rates, crossover, 1.0, min_count=20, n_resamples=n_resamples)
+    readings = {"top-1 acceptance − p, entropy > 3 nats": bias[0]["details"]["accept_minus_p"],
+                "top-1 acceptance − p, entropy ≤ 1 nat": bias[1]["details"]["accept_minus_p"],
                 "ECE of draft confidence": diagrams[0]["stats"]["ece"],
                 "Spearman ρ(p, acceptance)": rhos["greedy"]["accept"],
                 "Spearman ρ(p, target p)": rhos["greedy"]["target_prob"],
                 "crossover entropy (nats)": crossover}
-    return bias + [calibration] + dyspec + gunjur, readings
+    return bias + [calibrated] + dyspec + gunjur, readings
 
 
 def projection_policies(s: SweepSettings, classifier: Optional[str], pct_ratio: float) -> dict[str, list[Policy]]:
@@ -390,8 +399,7 @@ def projection_check(live: pd.DataFrame, projected_rows: pd.DataFrame, labels: d
     return table, c
 
 
-__all__ = ["mix_pair", "mix_models", "quality_logbook", "agreement", "flip_weights", "weights_for", "SweepSettings",
-           "strategy_claims", "analysis_claims",
-           "projection_policies", "projected", "Quality", "measure", "flips", "readings_table", "best_by_family",
-           "agreement_needed", "gpu_cost_models", "gpu_projection", "gpu_lines", "residual_rows", "projection_check",
-           "SPEED_LINES"]
+__all__ = ["mix_pair", "mix_models", "quality_logbook", "agreement", "flip_weights", "weights_for", "mix_weights",
+           "SweepSettings", "strategy_claims", "analysis_claims", "projection_policies", "projected", "Quality", "measure",
+           "flips", "readings_table", "best_by_family", "agreement_needed", "gpu_cost_models", "gpu_projection",
+           "gpu_lines", "residual_rows", "projection_check", "SPEED_LINES"]

@@ -81,6 +81,7 @@ class Run:
     repeat: int = 0  # which of the `repeats` timed passes over this prompt (`run_strategies`)
     projected_s: float = math.nan  # the step model's seconds for this run's own steps, its measured prefill added
     prefill_s: float = math.nan  # the prompt through the target and the draft's start (our loop's runs)
+    depth_sum: float = math.nan  # Σ over steps of the tree's depth (our loop's runs; NaN: not recorded)
 
 
 Policies = Union[Sequence[Policy], Mapping[str, Policy]]  # policies, or {label: policy}
@@ -196,7 +197,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             sum(s.tree_s for s in g.steps),
                             synthetic=bool(getattr(drafter(name), "synthetic", False)) and policies[name].d_max > 0,
                             other_cores=load.cores, repeat=repeat, projected_s=projected_seconds(g, cost),
-                            prefill_s=g.prefill_s))
+                            prefill_s=g.prefill_s, depth_sum=sum(s.depth for s in g.steps)))
 
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):
         ids = chat_ids(tok, prompt.text)

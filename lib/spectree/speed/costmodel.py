@@ -335,6 +335,19 @@ def cached_cost_model(pair: "str | Pair", load_models: Optional[Callable[[], tup
     return pair_cost_model(pair, (load_models or _loader(pair, dtype, device))()), "measured on this machine"
 
 
+def sd_over_st(pair: str = "smollm2-edd") -> float:
+    """PCT's s_d/s_t for `pair` on this machine: one-token forward times of draft and target:
+    the cached ones notebook 02 reads, else measured now (a minute; no step model, PCT needs only the forwards)."""
+    from spectree.core.drafting import draft_model
+
+    try:
+        cost, _ = cached_cost_model(pair, measure=False)
+    except SpectreeError:
+        target, drafter, _ = load_pair(pair)
+        cost = load_or_measure(pair, target, draft_model(drafter))
+    return round(cost.ratio, 3)
+
+
 def _loader(pair: Pair, dtype, device, kernels: str = "stock") -> Callable[[], tuple]:
     def load_models():
         return load_pair(pair, device=device, dtype=dtype or "float32", kernels=kernels)

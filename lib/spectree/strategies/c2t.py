@@ -71,26 +71,73 @@ class C2TClassifier(nn.Module):
 
 @dataclass(frozen=True)
 class ClassifierTraining:
+    """C2T's training (s0 l.350–354): negative sampling, Adam 1e-3, BCE; after every epoch recall and positive
+    rate θ at threshold 0.5 on held-out trees, and the epoch of the best recall, then the smallest θ. The paper
+    trains 10 epochs on 8.9M nodes (s0 l.348, l.352); our logbooks hold ~1,000× fewer accepted nodes, so
+    training runs until the held-out recall plateaus, `epochs` at most."""
+
     features: tuple[str, ...] = ("P", "H", "d")
     hidden: int = 48
-    epochs: int = 10
+    epochs: int = 300  # at most (the paper: 10)
     lr: float = 1e-3
     batch: int = 256
     negatives_per_positive: float = 3.0  # negative sampling: rejected nodes kept per accepted node
+    patience: int = 30  # stop once the best held-out recall has not risen by > min_gain in this many epochs (0: never)
+    min_gain: float = 0.005  # recall gain that still counts as rising
+    similar_recall: float = 0.01  # epochs within this of the best recall are "similar" (s0 l.354): least θ wins
     seed: int = 0
 
 
 def node_table(logbooks: list) -> pd.DataFrame:
-    """All non-root logged nodes of the given LoggedPrompts, with the `on_path` label."""
-    frames = [lp.nodes[lp.nodes.node > 0] for lp in logbooks]
+    """All non-root logged nodes of the given LoggedPrompts, with the `on_path` label and the `prompt` key (a
+    tree is one (prompt, position))."""
+    frames = [lp.nodes[lp.nodes.node > 0].assign(prompt=lp.prompt.key) for lp in logbooks]
     return pd.concat(frames, ignore_index=True)
+
+
+def hold_out_trees(table: pd.DataFrame, share: float, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train, held out): a seeded random `share` of the logged trees, each tree whole (the paper evaluates
+    tree by tree, "batch size 1011", s0 l.352); at least one tree on each side when there are two."""
+    tree = table.groupby(["prompt", "position"], sort=False).ngroup().to_numpy()  # [n] tree id of each node
+    held = np.random.default_rng(seed).random(tree.max() + 1) < share  # [trees]
+    if len(held) > 1 and (held.all() or not held.any()):
+        held[:] = False
+        held[-1] = True
+    return table[~held[tree]], table[held[tree]]
+
+
+def select_epoch(history: pd.DataFrame, similar_recall: float = 0.0) -> int:
+    """C2T's selection rule (s0 l.354): "priority should be given to models with significantly higher recall.
+    Among models with similar recall, choose the one with a smaller θ" — the epochs within `similar_recall` of
+    the best held-out recall, and among them the smallest positive rate (then the earliest)."""
+    similar = history[history.recall >= history.recall.max() - similar_recall]
+    return int(similar.sort_values(["positive_rate", "epoch"], kind="stable").epoch.iloc[0])
+
+
+def recall_plateaued(recalls: list[float], patience: int, min_gain: float) -> bool:
+    """True when the best recall of the last `patience` epochs is no more than `min_gain` above the best before
+    them (patience 0: never); a curve still at 0 has not started rising, so it has not plateaued."""
+    if patience <= 0 or len(recalls) <= patience or max(recalls) == 0:
+        return False
+    return max(recalls[-patience:]) <= max(recalls[:-patience]) + min_gain
 
 
 def train_classifier(train: pd.DataFrame, valid: pd.DataFrame, cfg: ClassifierTraining = ClassifierTraining()
                      ) -> tuple[C2TClassifier, pd.DataFrame]:
-    """Train on logged nodes (negative sampling, Adam, BCE); after every epoch measure recall and positive
-    rate at threshold 0.5 on `valid`, and keep the epoch with the best recall, then the lowest positive
-    rate (C2T's selection rule). Returns the chosen model and the per-epoch table."""
+    """Train on logged nodes (negative sampling drawn afresh each epoch, Adam, BCE); after every epoch measure
+    the mean training loss, and on `valid` (held-out trees, every node) the BCE, the recall and the positive rate
+    at threshold 0.5; stop at `cfg.epochs` or when the recall plateaus (`recall_plateaued`), and keep the epoch
+    `select_epoch` picks. Returns the chosen model and the per-epoch table (`chosen` marks its epoch)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 3→48→1 network: more threads only wait on each other (4× slower on a busy host)
+    try:
+        return _train_classifier(train, valid, cfg)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_classifier(train: pd.DataFrame, valid: pd.DataFrame, cfg: ClassifierTraining
+                      ) -> tuple[C2TClassifier, pd.DataFrame]:
     rng = np.random.default_rng(cfg.seed)
     torch.manual_seed(cfg.seed)
     pos, neg = train[train.on_path], train[~train.on_path]
@@ -99,30 +146,36 @@ def train_classifier(train: pd.DataFrame, valid: pd.DataFrame, cfg: ClassifierTr
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     loss_fn = nn.BCEWithLogitsLoss()
     vx, vy = model.inputs(valid), torch.tensor(valid.on_path.to_numpy(), dtype=torch.bool)
-    history, best, best_key = [], None, None
-    for epoch in range(cfg.epochs):
-        sample = pd.concat([pos, neg.iloc[rng.choice(len(neg), n_neg, replace=False)]]) if len(neg) else pos
-        x = model.inputs(sample)
-        y = torch.tensor(sample.on_path.to_numpy(), dtype=torch.float32)
+    xp, xn = model.inputs(pos), model.inputs(neg)  # [n_pos, f], [n_neg_all, f]
+    y = torch.cat([torch.ones(len(pos)), torch.zeros(n_neg)])  # [n_pos + n_neg] labels of every epoch's sample
+    history, states = [], {}
+    for epoch in range(1, cfg.epochs + 1):
+        x = torch.cat([xp, xn[torch.from_numpy(rng.choice(len(neg), n_neg, replace=False))]])  # fresh negatives
         order = torch.randperm(len(y))
         model.train()
+        losses = []
         for i in range(0, len(y), cfg.batch):
             idx = order[i:i + cfg.batch]
             loss = loss_fn(model(x[idx]), y[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
+            losses.append(loss.item())
         model.eval()
         with torch.no_grad():
-            pred = torch.sigmoid(model(vx)) > 0.5
-        recall = float((pred & vy).sum() / max(int(vy.sum()), 1))
-        positive_rate = float(pred.float().mean())
-        history.append({"epoch": epoch + 1, "loss": loss.item(), "recall": recall, "positive_rate": positive_rate})
-        key = (recall, -positive_rate)
-        if best_key is None or key > best_key:
-            best_key, best = key, {k: v.clone() for k, v in model.state_dict().items()}
-    model.load_state_dict(best)
-    return model.eval(), pd.DataFrame(history)
+            logits = model(vx)
+        pred = logits > 0  # sigmoid > 0.5
+        history.append({"epoch": epoch, "loss": float(np.mean(losses)),
+                        "valid_loss": float(loss_fn(logits, vy.float())) if len(vy) else float("nan"),
+                        "recall": float((pred & vy).sum() / max(int(vy.sum()), 1)),
+                        "positive_rate": float(pred.float().mean()) if len(vy) else 0.0})
+        states[epoch] = {k: v.clone() for k, v in model.state_dict().items()}
+        if recall_plateaued([h["recall"] for h in history], cfg.patience, cfg.min_gain):
+            break
+    table = pd.DataFrame(history)
+    chosen = select_epoch(table, cfg.similar_recall)
+    model.load_state_dict(states[chosen])
+    return model.eval(), table.assign(chosen=table.epoch == chosen)
 
 
 def save_classifier(model: C2TClassifier, path: Path, card: Optional[dict] = None) -> None:
@@ -135,18 +188,32 @@ def save_classifier(model: C2TClassifier, path: Path, card: Optional[dict] = Non
 
 def fit_and_save(train: list, valid: Optional[list], path: Path, cfg: ClassifierTraining = ClassifierTraining(),
                  card: Optional[dict] = None, valid_share: float = 0.2) -> tuple[Path, pd.DataFrame]:
-    """Train the classifier on the nodes of the logged prompts `train` (`valid` picks the epoch; None → a
-    random `valid_share` of the training nodes) and save it at `path` with a card; returns (path, per-epoch table)."""
+    """Train the classifier on the nodes of the logged prompts `train` (`valid`'s trees pick the epoch; None →
+    a random `valid_share` of `train`'s trees, held out whole) and save it at `path` with a card: prompts, nodes,
+    positives, the held-out trees, the settings, the per-epoch table (loss, recall, positive rate), the chosen
+    epoch and why training stopped. Returns (path, per-epoch table)."""
     table = node_table(train)
     if valid is None:
-        held = np.random.default_rng(cfg.seed).random(len(table)) < valid_share
-        table, valid_table = table[~held], table[held]
+        table, valid_table = hold_out_trees(table, valid_share, cfg.seed)
+        held = f"{valid_share:.0%} of the training prompts' trees, held out whole (seed {cfg.seed})"
     else:
         valid_table = node_table(valid)
+        held = "the trees of " + ", ".join(lp.prompt.key for lp in valid)
     model, history = train_classifier(table, valid_table, cfg)
+    last = int(history.epoch.iloc[-1])
+    stopped = (f"recall plateaued (best not above +{cfg.min_gain:g} in the last {cfg.patience} epochs)"
+               if last < cfg.epochs else f"{cfg.epochs} epochs (the cap)")
+    chosen = history[history.chosen].iloc[0]
     save_classifier(model, path, card={**(card or {}), "prompts": [lp.prompt.key for lp in train],
                                        "nodes": len(table), "positives": int(table.on_path.sum()),
-                                       "training": asdict(cfg), "history": history.to_dict("records")})
+                                       "validation": {"held_out": held,
+                                                      "trees": int(valid_table.groupby(["prompt", "position"]).ngroups),
+                                                      "nodes": len(valid_table),
+                                                      "positives": int(valid_table.on_path.sum())},
+                                       "training": asdict(cfg), "stopped": f"after epoch {last}: {stopped}",
+                                       "chosen": {"epoch": int(chosen.epoch), "recall": float(chosen.recall),
+                                                  "positive_rate": float(chosen.positive_rate)},
+                                       "history": history.drop(columns="chosen").to_dict("records")})
     return path, history
 
 
@@ -209,4 +276,4 @@ class C2T(Policy):
 
 
 __all__ = ["C2TClassifier", "ClassifierTraining", "train_classifier", "save_classifier", "load_classifier",
-           "node_table", "fit_and_save", "C2T"]
+           "node_table", "hold_out_trees", "select_epoch", "recall_plateaued", "fit_and_save", "C2T"]

@@ -17,7 +17,7 @@ from spectree.reports.figures.entropy import PROB_EDGES
 # --- EDD Fig. 3b -----------------------------------------------------------------------------------------
 
 def plot_reliability(diagrams: Sequence[dict[str, Any]]) -> Figure:
-    """Reliability diagrams side by side (dicts of `analysis.calibration_diagrams`)."""
+    """Reliability diagrams side by side (dicts of `calibration.calibration_diagrams`)."""
     fig, axes = plt.subplots(1, len(diagrams), figsize=(5.2 * len(diagrams), 5), squeeze=False,
                              constrained_layout=True)
     for ax, d in zip(axes[0], diagrams):

@@ -20,7 +20,7 @@ def plot_classifier_scatter(scatter: pd.DataFrame) -> Figure:
     points = ax.scatter(scatter.P, scatter.H, scatter.d, c=scatter.colour, cmap="viridis", s=8)
     ax.set_xlabel("joint probability P")
     ax.set_ylabel("entropy H")
-    ax.set_zlabel("depth d")
+    ax.set_zlabel("depth d (Alg. 1: first drafted layer 0)")
     fig.colorbar(points, ax=ax, shrink=0.6, pad=0.12, label="classifier output (min-max normalised logit)")
     ax.set_title(f"C2T classifier over {len(scatter)} random inputs")
     return fig

@@ -14,12 +14,17 @@ from matplotlib.figure import Figure
 from plotly.subplots import make_subplots
 
 from spectree.analysis import stats as analysis
+from spectree.analysis.entropy_match import MATCH_EDGES
 
 MASK_FACE = "#d9d9d9"  # cells with too few tokens
 LOG_FLOOR = 1e-4  # log colour scales start here (an acceptance rate of 0 is drawn at the floor)
 PROB_EDGES = np.linspace(0.0, 1.0, 21)  # DySpec Fig. 2 axes: 20 bins of width 0.05
 MATCH_COLORS = {"matched": "#2e7d32", "mismatched": "#c62828"}
-ENTROPY_NOTE = "entropy: full vocabulary, natural log (nats)"
+
+
+def entropy_note(cells: pd.DataFrame) -> str:
+    """Which entropy a cell table (`analysis.stats.cell_table`) bins, in which unit: "entropy: full vocabulary, nats"."""
+    return f"entropy: {analysis.ENTROPY_COLUMNS[cells.entropy.iloc[0]]}, {cells.unit.iloc[0]}" if len(cells) else ""
 
 
 # --- C2T Fig. 2 ------------------------------------------------------------------------------------------
@@ -45,8 +50,8 @@ def plot_entropy_rank(cells: pd.DataFrame, n_tokens: int, min_count: int, note: 
         ax.set_facecolor(MASK_FACE)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("rank in the draft distribution (1 = most likely)")
-        ax.set_ylabel("entropy bin (nats)")
-    fig.suptitle(f"Entropy × rank (C2T Fig. 2): {n_tokens:,} draft tokens; {ENTROPY_NOTE}{note}", fontsize=12)
+        ax.set_ylabel(f"entropy bin ({cells.unit.iloc[0] if len(cells) else 'nats'})")
+    fig.suptitle(f"Entropy × rank (C2T Fig. 2): {n_tokens:,} draft tokens; {entropy_note(cells)}{note}", fontsize=12)
     return fig
 
 
@@ -64,7 +69,7 @@ def plotly_entropy_rank(cells: pd.DataFrame, n_tokens: int, note: str = "") -> g
                                  colorbar=dict(x=0.46 if k % 2 == 0 else 1.0, y=0.78 if k < 2 else 0.22, len=0.4),
                                  **scale), row=k // 2 + 1, col=k % 2 + 1)
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=f"Entropy × rank (C2T Fig. 2), {n_tokens:,} draft tokens; {ENTROPY_NOTE}{note}",
+    fig.update_layout(title=f"Entropy × rank (C2T Fig. 2), {n_tokens:,} draft tokens; {entropy_note(cells)}{note}",
                       height=800, width=1400)
     return fig
 
@@ -84,15 +89,15 @@ def plot_entropy_match(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Optio
     with the 0.5 line, our crossover and the paper's cutoff."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
     long = _match_long(top1)
-    edges = np.asarray(analysis.MATCH_EDGES)
+    edges = np.asarray(MATCH_EDGES)
     top = edges[min(len(edges) - 1, int(np.searchsorted(edges, top1.entropy.max(), side="right")) + 1)] \
         if len(top1) else edges[-1]
     sns.histplot(long, x="entropy", hue="label", weights="weight", bins=list(edges), element="step", ax=left,
                  palette=MATCH_COLORS, hue_order=list(MATCH_COLORS))
     left.set_xlim(0, top)
-    left.set_xlabel("draft entropy (full vocabulary, nats)")
+    left.set_xlabel("entropy of the distribution drafted from (full vocabulary, nats)")
     left.set_ylabel("tokens")
-    left.set_title(f"Gunjur Fig. 1: {len(top1):,} top-1 draft tokens ({top1.accept.sum():,.0f} matched)", fontsize=9)
+    left.set_title(f"Gunjur Fig. 1: {len(top1):,} drafted tokens ({top1.accept.sum():,.0f} matched)", fontsize=9)
     ok = rates[rates["count"] >= min_count]
     right.plot((ok.lo + ok.hi) / 2, ok.match_rate, marker="o", ms=3, color=MATCH_COLORS["matched"],
                label=f"match rate (bins with ≥ {min_count} tokens)")
@@ -124,5 +129,5 @@ def plotly_entropy_match(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Opt
         fig.add_vline(x=crossover, line_color=MATCH_COLORS["mismatched"], row=1, col=2)
     fig.update_layout(barmode="overlay", height=450, width=1200,
                       title=f"Entropy of matched vs mismatched draft tokens (Gunjur Fig. 1), {len(top1):,} tokens")
-    fig.update_xaxes(title_text="draft entropy (nats, full vocabulary)")
+    fig.update_xaxes(title_text="entropy of the distribution drafted from (nats, full vocabulary)")
     return fig

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium")
-BETA = 0.6  # replayable on the quick logbook (β ≤ 0.4 keeps more nodes per layer than its beam); the default is 0.5
+BETA = 0.6  # replayable on the quick logbook (beam 25: the shipped classifier keeps whole layers); the default is 0.5
 
 READ_NUMBERS = """() => {
   for (const t of document.querySelectorAll('.jp-OutputArea table')) {

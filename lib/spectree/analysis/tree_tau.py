@@ -72,7 +72,7 @@ def decode_steps(models, prompts: list[Prompt], policies: dict[str, Policy], max
         for label, policy in list(live.items()):
             try:
                 gen = speculative_generate(target, draft, ids, policy, max_new_tokens, eos_ids=(tok.eos_token_id,),
-                                           keep_trees=True, prefill=shared)
+                                           prefill=shared)
             except TreeTooLarge as err:
                 warnings.warn(f"skipping {label}: {err}")
                 del live[label]
@@ -80,7 +80,7 @@ def decode_steps(models, prompts: list[Prompt], policies: dict[str, Policy], max
                 if skipped is not None:
                     skipped[label] = str(err)
                 continue
-            rows[label] += [(prompt.key, prompt.dataset, prompt.category, i, s.tau, s.gamma, int(s.tree.depth.max()))
+            rows[label] += [(prompt.key, prompt.dataset, prompt.category, i, s.tau, s.gamma, s.depth)
                             for i, s in enumerate(gen.steps)]
     return {label: pd.DataFrame(r, columns=STEP_COLUMNS) for label, r in rows.items()}
 

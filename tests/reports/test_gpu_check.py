@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from spectree.core.errors import SpectreeError
-from spectree.reports import gpu_check, results
+from spectree.reports import gpu_check, gpu_summary, results
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = {"profile": "default", "commit": "abc1234", "date": "2000-01-01 00:00 UTC", "host": "Test CPU, AVX2, 2 threads"}
-FILES = {"env.json", "lossless.json", "costmodel.json", "large.json", "speed.json", "summary.json"}
+FILES = {"env.json", "control.json", "lossless.json", "costmodel.json", "large.json", "speed.json", "summary.json"}
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +39,16 @@ def test_the_dry_run_writes_every_file_of_the_gpu_run_and_its_claims(dry_run):
         assert settings == set(gpu_check.FAMILIES + gpu_check.RETRIEVAL) and not result["skipped"]
         assert result["checked"] == lossless["prompts"] * len(settings)
         assert all(m["tie"] for m in result["mismatches"])  # bf16 may differ at a near-tie, nowhere else
+        graphs = result["graphs"]  # the same check through the CUDA-graph path (on the CPU: its padded static path)
+        assert {r["setting"] for r in graphs["rows"]} == set(gpu_check.GRAPH_SETTINGS) and not graphs["mismatches"]
     names = {c["name"]: c for c in summary["claims"]}
     for dtype in ("bfloat16", "float32"):
         assert names[f"greedy speculative decoding is lossless on the GPU ({dtype})"]["verdict"] == "holds"
+        assert names[f"greedy speculative decoding is lossless on the GPU ({dtype}, through CUDA graphs)"][
+            "verdict"] == "holds"
+    control = json.loads((out / "control.json").read_text())["shapes"]["tiny"]
+    assert {r["pair"] for r in control["rows"]} >= {"HF eager vs HF sdpa", "our AR vs HF sdpa", "chain-4 vs our AR"}
+    assert names["bf16: our decoder's divergences from HF are rounding (within the control's noise floor)"]
     large = json.loads((out / "large.json").read_text())
     assert large["shape"] == "tiny" and set(large["dtypes"]) == {"bfloat16", "float32"}
     assert all(r["checked"] == len(gpu_check.LARGE) and all(m["tie"] for m in r["mismatches"])
@@ -53,6 +60,10 @@ def test_the_dry_run_writes_every_file_of_the_gpu_run_and_its_claims(dry_run):
     assert all(len(t) == len(cost["sizes"]) and min(t) > 0 for t in tiny["target_s"].values())
     assert {r["policy"] for r in tiny["tree_shares"]} == set(gpu_check.SHARE_POLICIES)
     assert all(0 <= r["tree_share"] < 1 for r in tiny["tree_shares"]) and tiny["ar_over_hf"] > 0
+    graphs = tiny["graphs"]  # the engines' regime, beside the eager one
+    assert set(graphs["target_s"]) == set(tiny["target_s"]) and len(graphs["draft_s"]) == len(cost["sizes"])
+    assert graphs["ar_over_hf"] > 0 and graphs["step"]["coef"] and cost["regimes"] == ["eager", "graphs"]
+    assert "tiny (graphs): target forward, 1 token after 32" in summary
     speed = {r["method"]: r for r in json.loads((out / "speed.json").read_text())["rows"]}
     assert speed["chain-4 (mix 0.8)"]["synthetic"] and not speed["chain-4"]["synthetic"]
     assert all(r["exact"] == 1.0 for r in speed.values())
@@ -101,20 +112,20 @@ def test_lossless_claims_follow_the_mismatches_and_name_the_near_ties(tmp_path):
                 "mismatches": [{**mismatch, "top2_gap": 1e-3, "tie": True}] * ties
                 + [{**mismatch, "top2_gap": 2.5, "tie": False}] * bugs}
 
-    tie = gpu_check.lossless_claim(result(2, 0), "bfloat16")
+    tie = gpu_summary.lossless_claim(result(2, 0), "bfloat16")
     assert tie["verdict"] == "holds" and tie["n"] == 40
-    assert "38/40 identical, 0 not a near-tie; near-ties: chain:k=3 on jsonl:gpu_check/mtbench-81 at 7" in tie["ours"]
-    assert gpu_check.lossless_claim(result(0, 1), "float32")["verdict"] == "does not hold"
-    assert gpu_check.lossless_claim(result(0, 0, {"kary:b=2,d=3": "too large"}), "float32")["verdict"] == "inconclusive"
+    assert "38/40 identical, 0 not rounding; rounding: chain:k=3 on jsonl:gpu_check/mtbench-81 at 7" in tie["ours"]
+    assert gpu_summary.lossless_claim(result(0, 1), "float32")["verdict"] == "does not hold"
+    assert gpu_summary.lossless_claim(result(0, 0, {"kary:b=2,d=3": "too large"}), "float32")["verdict"] == "inconclusive"
     (tmp_path / "lossless.json").write_text(json.dumps({"shape": "tiny", "dtypes": {"float32": result(0, 1)}}))
-    summary = gpu_check.summarize(tmp_path)
+    summary = gpu_summary.summarize(tmp_path)
     assert [c["verdict"] for c in summary["claims"]] == ["does not hold"]
-    assert json.loads((tmp_path / "summary.json").read_text())["lossless float32"] == "39/40 identical, 1 not a near-tie"
+    assert json.loads((tmp_path / "summary.json").read_text())["lossless float32"] == "39/40 identical, 1 not rounding"
     large = {"shape": "llama-3.1-8b", "dtypes": {"float32": {"checked": 6, "mismatches": [
         {**mismatch, "strategy": "AR (our loop)", "top2_gap": 30.0, "top1": 410.0, "tie": False}]}}}
-    both = gpu_check.lossless_claim(result(0, 0), "float32", large)
+    both = gpu_summary.lossless_claim(result(0, 0), "float32", large)
     assert both["verdict"] == "does not hold" and both["n"] == 46
-    assert ("45/46 identical, 1 not a near-tie; not near-ties: AR (our loop) on jsonl:gpu_check/mtbench-81 "
+    assert ("45/46 identical, 1 not rounding; not rounding: AR (our loop) on jsonl:gpu_check/mtbench-81 "
             "(llama-3.1-8b) at 7 (gap 30 of a top-1 logit 410)") == both["ours"]
 
 
@@ -125,7 +136,7 @@ def test_results_say_the_gpu_path_is_untested_without_a_checklist(tmp_path, monk
 
 def test_no_lossless_file_is_one_clear_error(tmp_path):
     with pytest.raises(SpectreeError, match="no lossless.json .* run scripts/gpu_check.sh"):
-        gpu_check.summarize(tmp_path)
+        gpu_summary.summarize(tmp_path)
 
 
 def test_a_missing_package_or_device_is_named_before_anything_loads(monkeypatch, capsys):

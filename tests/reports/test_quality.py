@@ -100,8 +100,8 @@ def test_the_gpu_projection_prices_the_same_trees_with_each_shapes_measured_cost
                                                     "draft_s": [t / 100 for t in target]},
                                     "dear-draft": {"target_s": {"256": target, "2048": target}, "draft_s": target}}}))
     costs, device = quality.gpu_cost_models(path)
-    assert device == "NVIDIA H100 80GB HBM3" and list(costs) == ["cheap-draft", "dear-draft"]
-    assert costs["cheap-draft"].target_s == target and costs["cheap-draft"].ratio == pytest.approx(0.01)
+    assert device == "NVIDIA H100 80GB HBM3" and list(costs) == [("cheap-draft", "eager"), ("dear-draft", "eager")]
+    assert costs["cheap-draft", "eager"].target_s == target and costs["cheap-draft", "eager"].ratio == pytest.approx(0.01)
     assert quality.gpu_cost_models(tmp_path / "absent.json") == ({}, "")
     settings = quality.SweepSettings(3, 4, 4, [4], [0.5], [0], [4], [1, 2], 0.1, 0.5, 1)
     cpu = pd.DataFrame({"family": ["chain"], "spec": ["chain:k=1"], "speedup": [1.05]})
@@ -114,4 +114,5 @@ def test_the_gpu_projection_prices_the_same_trees_with_each_shapes_measured_cost
     assert (chain.cpu_speedup == 1.05).all() and table[table.family != "chain"].cpu_speedup.isna().all()
     assert {"chain", "DySpec", "PCT", "C2T"} <= set(table.family)
     line, = [x for x in quality.gpu_lines(table, device) if "cheap-draft" in x]
-    assert line.startswith("on NVIDIA H100 80GB HBM3 with a cheap-draft-shaped target, at top-1 agreement 1.00, ")
+    assert line.startswith("on NVIDIA H100 80GB HBM3 with a cheap-draft-shaped target (eager PyTorch), at top-1 "
+                           "agreement 1.00, ")

@@ -107,15 +107,21 @@ def test_the_cost_model_decides_the_tree(logbook, tmp_path):
 
 def test_gpu_checklist_cost_models_and_bad_files(tmp_path):
     path = tmp_path / "costmodel.json"
-    shapes = {s: {"target_s": {"256": [0.01 * (i + 1), 0.02 * (i + 1)]}, "draft_s": [0.001, 0.002]}
+    shapes = {s: {"target_s": {"256": [0.01 * (i + 1), 0.02 * (i + 1)]}, "draft_s": [0.001, 0.002],
+                  "graphs": {"target_s": {"256": [0.003 * (i + 1), 0.004 * (i + 1)]}, "draft_s": [0.0005, 0.001]}}
               for i, s in enumerate(["small", "big"])}
     path.write_text(json.dumps({"machine": "m", "device": "NVIDIA H100", "sizes": [1, 64], "prefixes": [256],
                                 "shapes": shapes}))
     model, origin = tune.load_cost_model(str(path))
     assert model.target_s == [0.02, 0.04] and "big-shaped" in origin and "NVIDIA H100" in origin
     assert tune.load_cost_model(f"{path}:small")[0].target_s == [0.01, 0.02]
+    assert tune.load_cost_model(f"{path}:small:eager")[0].target_s == [0.01, 0.02]
+    graphs, origin = tune.load_cost_model(f"{path}:big:graphs")  # the engines' regime: CUDA graphs
+    assert graphs.target_s == [0.006, 0.008] and "CUDA graphs" in origin
     with pytest.raises(SpectreeError, match="no shape 'huge'"):
         tune.load_cost_model(f"{path}:huge")
+    with pytest.raises(SpectreeError, match="no shape 'small' in regime 'compiled' .* small:eager, small:graphs"):
+        tune.load_cost_model(f"{path}:small:compiled")
     (tmp_path / "bad.json").write_text(json.dumps({"sizes": [2], "target_s": [1.0], "draft_s": [1.0]}))
     with pytest.raises(SpectreeError, match="expected the GPU checklist's costmodel.json or"):
         tune.load_cost_model(str(tmp_path / "bad.json"))

@@ -81,9 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--max-new-tokens", type=_whole(1), default=32, help="greedy positions logged per prompt")
     tu.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
     tu.add_argument("--device", type=_device, default="auto")
-    tu.add_argument("--cost-model", metavar="FILE[:SHAPE]",
+    tu.add_argument("--cost-model", metavar="FILE[:SHAPE[:REGIME]]",
                     help="price trees with this cost model: the GPU checklist's costmodel.json (:SHAPE, e.g. "
-                         ":llama-3.1-8b; default its largest) or a JSON t(n) curve {sizes, target_s, draft_s}; "
+                         ":llama-3.1-8b, default its largest; :REGIME eager (default: eager PyTorch, the papers') or "
+                         "graphs (CUDA graphs, the engines')) or a JSON t(n) curve {sizes, target_s, draft_s}; "
                          "default: the pair's measured on this machine")
     tu.add_argument("--top", type=_whole(1), default=5, help="settings printed")
     tu.add_argument("--draft-model", default=None, help="the draft model's path as the config text names it")

@@ -1,23 +1,26 @@
 """The GPU checklist: what a bare, offline CUDA machine runs in one command (`scripts/gpu_check.sh`), writing at most
-8 files into one folder, which RESULTS.md renders (`results`, its GPU section) and notebook 11 projects with.
+8 files into one folder, which RESULTS.md renders (`results`, its GPU section, from `gpu_summary`) and notebooks 11
+and 13 project with.
 
 On random-weight Llama pairs built on the machine (`drafts.random_pairs`: no download, no model package; a forward
-costs what the shape costs) and the tracked prompt file data/prompts/gpu_check.jsonl, it measures:
+costs what the shape costs) and the tracked prompt file data/prompts/gpu_check.jsonl, it measures, most needed first:
 
+- **the bf16 control** (`control.json`, `speed.divergence`) per cost shape: HF `generate` with SDPA against HF
+  `generate` with eager attention (the noise floor), our AR loop against each, our trees against our AR loop: first
+  divergences, top-2 gaps, teacher-forced logit noise;
+- **the GPU cost model in two regimes** (`costmodel.json`) per target shape: eager PyTorch (the papers' timings) and
+  CUDA graphs on a static KV slab at padded tree sizes (`core.graphs`, the engines'): the target's forward time by
+  tree tokens after two committed lengths, one draft layer's, the step model fitted on live steps of that regime, our
+  AR loop against HF `generate`; at the largest shape also each policy family's tree-construction share of a step;
 - **lossless** (`lossless.json`): greedy decoding in bfloat16 and float32 for one setting of every policy family and
-  every retrieval mode against HF `generate` on the same model, each mismatch named with its top-2 logit gap
-  (a near-tie is one rounding explains, `speed.bench.tie_gap`); the draft is `mix:λ` over a random one-layer
-  draft, so that trees are accepted deep;
-- **the GPU cost model** (`costmodel.json`) per target shape: the target's forward time by tree tokens after two
-  committed lengths, one draft layer's (a one-layer draft of the target's width), our AR loop against HF `generate`
-  on the same model, and each policy family's tree-construction time and share of a step (host ↔ device copies
-  included: the decoder waits for the device after every forward, `core.treeattn.synchronize`);
-- **lossless at the largest shape** (`large.json`): our AR loop and two trees against HF generate in each dtype at
-  the 8B shape, where rounding noise is largest (its first run found bf16 mismatches there that the near-tie rule
-  does not explain, and none in fp32);
-- **a speed table** (`speed.json`) at the largest shape: the real random draft (real cost, agreement nil) and mix
-  drafts of controlled agreement (rows marked synthetic: τ and γ only);
+  every retrieval mode against HF `generate` on the same model, and again through CUDA graphs, each mismatch named
+  with its top-2 logit gap; the draft is `mix:λ` over a random one-layer draft, so that trees are accepted deep;
+- **lossless at the largest shape** (`large.json`): our AR loop and two trees against HF generate in each dtype;
+- **a speed table** (`speed.json`) at the largest shape, when time is left (`Plan.budget_s`);
 - `env.json` (versions, device) and `summary.json` (headline numbers, claims, tables).
+
+A step that fails is recorded in its file (`error`) and the others still run; a step that would start past the time
+budget is skipped, so that one window on a lent GPU returns everything it measured.
 
     scripts/gpu_check.sh                      # on a CUDA machine: into figures/gpu_check/ (≤ 8 minutes on an H100)
     scripts/gpu_check.sh --dry-run            # the same steps on the CPU at tiny shapes (CI runs it)
@@ -39,6 +42,7 @@ from typing import Any
 
 from spectree.core.errors import SpectreeError
 from spectree.core.paths import atomic_write_text, figures_dir, home
+from spectree.reports.gpu_summary import summarize
 from spectree.reports.results import GPU_STEM as STEM, refresh_gpu_section, stamp
 
 # import name → pip name, of what the checklist's code path imports (all on the project's GPU image)
@@ -58,7 +62,8 @@ SHARE_POLICIES = {"chain-4": "chain:k=4", "k-ary 2x4": "kary:b=2,d=4", "Sequoia 
 LARGE = {"AR (our loop)": "ar", "chain-4": "chain:k=4", "EAGLE-2 N=32": "eagle2:K=8,d_max=6,N=32"}  # at the 8B shape
 SPEED_POLICIES = {"AR (our loop)": "ar", "chain-4": "chain:k=4", "EAGLE-2 N=32": "eagle2:K=8,d_max=6,N=32",
                   "DySpec m=32": "dyspec:m=32,K=8,d_max=8", "PCT": "pct:ratio=0.05,k=5,d_max=8"}
-TREE_SHARE_BAR = 0.10  # issue 37: move what dominates where tree construction passes this share of a step
+GRAPH_SETTINGS = ["chain:k=3", "kary:b=2,d=3", "eagle2:K=4,d_max=4,N=8", "dyspec:m=8,K=4,d_max=4",
+                  "pct:ratio=0.1,k=3,d_max=6"]  # lossless through CUDA graphs: chains and trees of every width
 
 
 @dataclass(frozen=True)
@@ -68,28 +73,35 @@ class Plan:
     device: str = "cuda"
     prompts: str = "data/prompts/gpu_check.jsonl"
     lossless_shape: str = "smollm2-135m"
-    lossless_prompts: int = 4
+    lossless_prompts: int = 3
     lossless_tokens: int = 24
     large_prompts: int = 2  # the lossless check at the largest cost shape: AR loop and two trees, each dtype
     lossless_mix: float = 0.7  # λ of the lossless check's draft: deep accepted paths
     cost_shapes: tuple = ("smollm2-135m", "llama-3.2-1b", "llama-3.1-8b")
-    sizes: tuple = (1, 2, 4, 8, 16, 32, 64, 128)
+    share_shapes: tuple = ("llama-3.1-8b",)  # where each family's tree-construction share is measured
+    regimes: tuple = ("eager", "graphs")  # `speed.costmodel.REGIMES`
+    sizes: tuple = (1, 2, 4, 8, 16, 32, 64, 128)  # = `core.graphs.BUCKETS`: each padded size is timed as captured
     prefixes: tuple = (256, 2048)
     repeats: int = 5
     ar_prompts: int = 3
     share_prompts: int = 2
     tokens: int = 32  # new tokens per prompt of the AR, share and speed runs
+    control_prompts: int = 4  # the bf16 control (`speed.divergence`): tracked prompts cut to control_prompt_tokens
+    control_prompt_tokens: int = 64
+    control_tokens: int = 24
     speed_prompts: int = 2
     weights: tuple = (0.6, 0.8)  # λ of the speed table's mix drafts
     dtypes: tuple = ("bfloat16", "float32")
     speed_dtype: str = "bfloat16"
+    budget_s: float = 420.0  # no step starts after this many seconds (one lent GPU window, with margin)
 
     @classmethod
     def dry_run(cls, device: str = "cpu") -> "Plan":
         return cls(device=device, lossless_shape="tiny", lossless_prompts=2, lossless_tokens=8, large_prompts=1,
-                   cost_shapes=("tiny",),
+                   cost_shapes=("tiny",), share_shapes=("tiny",),
                    sizes=(1, 4, 16), prefixes=(32, 128), repeats=1, ar_prompts=1, share_prompts=1, tokens=8,
-                   speed_prompts=1, weights=(0.8,))
+                   control_prompts=1, control_prompt_tokens=32, control_tokens=8,
+                   speed_prompts=1, weights=(0.8,), budget_s=float("inf"))
 
 
 def missing_packages() -> list[str]:
@@ -151,33 +163,64 @@ def report_only(result: dict[str, Any], line: str) -> None:
     print(line, flush=True)
 
 
-def lossless_step(plan: Plan, save=report_only) -> dict[str, Any]:
-    """Every family's setting and every retrieval mode against HF generate, greedy, in each dtype (`lossless.json`)."""
-    from spectree.core.decode import as_drafter
-    from spectree.drafts.mix import MixDrafter
-    from spectree.drafts.random_pairs import random_pair
+def _lossless(models, prompts, policies: dict, tokens: int) -> dict[str, Any]:
+    """The settings `policies` against HF generate, greedy: rows (exact, τ, γ), skipped settings, mismatches."""
     from spectree.speed.bench import find_mismatches, run_strategies
     from spectree.speed.tables import speed_table
+
+    skipped: dict[str, str] = {}
+    runs = run_strategies(models, prompts, policies, tokens, warmup=False, hf_packed=False, skipped=skipped)
+    mismatches = find_mismatches(models, runs, prompts)
+    rows = [{"setting": r.strategy, "exact": r.exact, "tau": r.tau, "gamma": r.gamma}
+            for r in speed_table(runs).itertuples() if r.strategy in policies]
+    return {"checked": len(prompts) * len(rows), "rows": rows, "skipped": skipped,
+            "mismatches": [asdict(m) for m in mismatches]}
+
+
+def lossless_step(plan: Plan, save=report_only) -> dict[str, Any]:
+    """Every family's setting and every retrieval mode against HF generate, greedy, in each dtype, and the
+    GRAPH_SETTINGS again with the target's and draft's forwards replayed from CUDA graphs (`lossless.json`)."""
+    from spectree.core.decode import as_drafter
+    from spectree.core.graphs import cuda_graphs
+    from spectree.drafts.mix import MixDrafter
+    from spectree.drafts.random_pairs import random_pair
     from spectree.strategies import parse_strategy
 
     prompts = _prompts(plan, plan.lossless_prompts)
-    policies = {spec: parse_strategy(spec) for spec in FAMILIES + RETRIEVAL}
     out: dict[str, Any] = {"shape": plan.lossless_shape, "mix": plan.lossless_mix, "prompts": len(prompts),
                            "max_new_tokens": plan.lossless_tokens, "dtypes": {}}
     for name in plan.dtypes:
         target, draft, tok = random_pair(plan.lossless_shape, plan.device, _dtype(name))
         models = (target, MixDrafter(as_drafter(draft), target, plan.lossless_mix), tok)
-        skipped: dict[str, str] = {}
-        runs = run_strategies(models, prompts, policies, plan.lossless_tokens, warmup=False, hf_packed=False,
-                              skipped=skipped)
-        mismatches = find_mismatches(models, runs, prompts)
-        table = speed_table(runs)
-        rows = [{"setting": r.strategy, "exact": r.exact, "tau": r.tau, "gamma": r.gamma}
-                for r in table.itertuples() if r.strategy in policies]
-        out["dtypes"][name] = {"checked": len(prompts) * len(rows), "rows": rows, "skipped": skipped,
-                               "mismatches": [asdict(m) for m in mismatches]}
+        result = out["dtypes"][name] = _lossless(models, prompts, {s: parse_strategy(s) for s in FAMILIES + RETRIEVAL},
+                                                 plan.lossless_tokens)
+        try:
+            with cuda_graphs(target, draft):
+                result["graphs"] = _lossless(models, prompts, {s: parse_strategy(s) for s in GRAPH_SETTINGS},
+                                             plan.lossless_tokens)
+        except Exception as err:  # noqa: BLE001 — recorded: the eager result above still stands
+            result["graphs"] = {"error": _error(err)}
         _release(target, draft, models)
-        save(out, f"lossless {name}: {len(mismatches)} mismatches of {len(prompts) * len(rows)}")
+        graphs = result["graphs"]
+        save(out, f"lossless {name}: {len(result['mismatches'])} mismatches of {result['checked']}; through graphs: "
+                  + (f"{len(graphs['mismatches'])} of {graphs['checked']}" if "checked" in graphs else graphs["error"]))
+    return out
+
+
+def control_step(plan: Plan, save=report_only) -> dict[str, Any]:
+    """The bf16 control per cost shape (`speed.divergence.run`; `control.json`)."""
+    from spectree.speed.divergence import run
+
+    out: dict[str, Any] = {"dtype": "bfloat16", "shapes": {}}
+    for shape in plan.cost_shapes:
+        try:
+            out["shapes"][shape] = run(shape, "bfloat16", plan.device, plan.control_prompts,
+                                       plan.control_prompt_tokens, plan.control_tokens, plan.prompts)
+        except Exception as err:  # noqa: BLE001 — recorded; the next shape still runs
+            out["shapes"][shape] = {"error": _error(err)}
+        _release()
+        r = out["shapes"][shape]
+        save(out, f"control {shape}: " + (f"floor {r['floor']:.3g}, {r['seconds']} s" if "floor" in r else r["error"]))
     return out
 
 
@@ -204,48 +247,70 @@ def large_step(plan: Plan, save=report_only) -> dict[str, Any]:
     return out
 
 
-def cost_step(plan: Plan, save=report_only) -> dict[str, Any]:
-    """Per target shape: forward times by tree tokens, one draft layer's, the step model fitted on live steps over
-    those curves (`speed.stepmodel`, as on the CPU), our AR loop against HF generate, and the tree-construction
-    share of every family's step (`costmodel.json`, saved after each shape through `save`, so a run cut short keeps
-    the shapes it measured)."""
-    from spectree.core.kernels import machine_id
-    from spectree.drafts.random_pairs import random_pair
+def _regime_costs(plan: Plan, models, regime: str, machine: str, shape: str) -> dict[str, Any]:
+    """One regime's forward curves, step model and AR loop against HF generate (`cost_step`)."""
+    from contextlib import nullcontext
+
+    from spectree.core.graphs import cuda_graphs
     from spectree.speed.bench import run_strategies
     from spectree.speed.costmodel import CostModel, padded, time_forwards
     from spectree.speed.stepmodel import measure_fit
     from spectree.speed.tables import speed_table
-    from spectree.strategies import autoregressive, parse_strategy
+    from spectree.strategies import autoregressive
+
+    target, draft, tok = models
+    forward = {str(p): time_forwards(target, plan.sizes, p, plan.repeats, regime) for p in plan.prefixes}
+    draft_s = time_forwards(draft, plan.sizes, plan.prefixes[0], plan.repeats, regime)
+    curves = CostModel(machine, plan.prefixes[0], list(plan.sizes), padded(forward[str(plan.prefixes[0])]),
+                       padded(draft_s))  # as `quality.gpu_cost_models` reads them back
+    with cuda_graphs(target, draft) if regime == "graphs" else nullcontext():
+        step = measure_fit(models, curves, f"{shape} random pair on {plan.prompts}, {regime}",
+                           prompts=_prompts(plan, plan.share_prompts), max_new_tokens=plan.tokens)
+        ar = speed_table(run_strategies(models, _prompts(plan, plan.ar_prompts), {"AR (our loop)": autoregressive()},
+                                        plan.tokens)).set_index("method")
+    return {"target_s": forward, "draft_s": draft_s, "step": asdict(step),
+            "ar_over_hf": float(ar.loc["AR (our loop)", "speedup"]),
+            "hf_tokens_per_s": float(ar.loc["HF generate", "tokens_per_s"])}
+
+
+def cost_step(plan: Plan, save=report_only) -> dict[str, Any]:
+    """Per target shape and regime (eager; CUDA graphs): forward times by tree tokens, one draft layer's, the step
+    model fitted on live steps over those curves (`speed.stepmodel`, as on the CPU), our AR loop against HF generate;
+    at the share shapes each family's tree-construction share of a step (eager, the papers' regime)
+    (`costmodel.json`, saved after each shape through `save`, so a run cut short keeps the shapes it measured). The
+    eager regime's numbers sit at the shape's top level, the graphs regime's under "graphs"."""
+    from spectree.core.kernels import machine_id
+    from spectree.drafts.random_pairs import random_pair
+    from spectree.speed.bench import run_strategies
+    from spectree.speed.tables import speed_table
+    from spectree.strategies import parse_strategy
 
     import torch
 
     device = torch.cuda.get_device_name(0) if plan.device.startswith("cuda") else "cpu"
     machine = machine_id()
-    out: dict[str, Any] = {"machine": machine, "device": device, "dtype": plan.speed_dtype,
-                           "sizes": list(plan.sizes),
-                           "prefixes": list(plan.prefixes), "shapes": {}}
+    out: dict[str, Any] = {"machine": machine, "device": device, "dtype": plan.speed_dtype, "sizes": list(plan.sizes),
+                           "prefixes": list(plan.prefixes), "regimes": list(plan.regimes), "shapes": {}}
     for shape in plan.cost_shapes:
         t0 = time.perf_counter()
-        target, draft, tok = random_pair(shape, plan.device, _dtype(plan.speed_dtype))
-        forward = {str(p): time_forwards(target, plan.sizes, p, plan.repeats) for p in plan.prefixes}
-        draft_s = time_forwards(draft, plan.sizes, plan.prefixes[0], plan.repeats)
-        ar = speed_table(run_strategies((target, draft, tok), _prompts(plan, plan.ar_prompts),
-                                        {"AR (our loop)": autoregressive()}, plan.tokens)).set_index("method")
-        share = speed_table(run_strategies((target, draft, tok), _prompts(plan, plan.share_prompts),
-                                           {k: parse_strategy(v) for k, v in SHARE_POLICIES.items()}, plan.tokens))
-        shares = [{"policy": r.method, "tree_share": r.tree_frac, "draft_share": r.draft_frac,
-                   "verify_share": r.verify_frac, "ms_per_token": r.ms_per_token, "tau": r.tau, "gamma": r.gamma}
-                  for r in share.itertuples() if r.method in SHARE_POLICIES]
-        curves = CostModel(machine, plan.prefixes[0], list(plan.sizes), padded(forward[str(plan.prefixes[0])]),
-                           padded(draft_s))  # as `quality.gpu_cost_models` reads them back
-        step = measure_fit((target, draft, tok), curves, f"{shape} random pair on {plan.prompts}",
-                           prompts=_prompts(plan, plan.share_prompts), max_new_tokens=plan.tokens)
-        out["shapes"][shape] = {"target_s": forward, "draft_s": draft_s, "step": asdict(step),
-                                "ar_over_hf": float(ar.loc["AR (our loop)", "speedup"]),
-                                "hf_tokens_per_s": float(ar.loc["HF generate", "tokens_per_s"]),
-                                "tree_shares": shares, "seconds": round(time.perf_counter() - t0, 1)}
-        _release(target, draft)
-        save(out, f"costmodel {shape}: {out['shapes'][shape]['seconds']} s")
+        models = random_pair(shape, plan.device, _dtype(plan.speed_dtype))
+        entry = out["shapes"][shape] = {}
+        for regime in plan.regimes:
+            try:
+                measured = _regime_costs(plan, models, regime, machine, shape)
+            except Exception as err:  # noqa: BLE001 — recorded; the other regime and shapes still run
+                measured = {"error": _error(err)}
+            entry.update(measured) if regime == "eager" else entry.update({regime: measured})
+        if shape in plan.share_shapes:
+            share = speed_table(run_strategies(models, _prompts(plan, plan.share_prompts),
+                                               {k: parse_strategy(v) for k, v in SHARE_POLICIES.items()}, plan.tokens))
+            entry["tree_shares"] = [
+                {"policy": r.method, "tree_share": r.tree_frac, "draft_share": r.draft_frac,
+                 "verify_share": r.verify_frac, "ms_per_token": r.ms_per_token, "tau": r.tau, "gamma": r.gamma}
+                for r in share.itertuples() if r.method in SHARE_POLICIES]
+        entry["seconds"] = round(time.perf_counter() - t0, 1)
+        _release(*models)
+        save(out, f"costmodel {shape}: {entry['seconds']} s")
     return out
 
 
@@ -274,123 +339,48 @@ def speed_step(plan: Plan, save=report_only) -> dict[str, Any]:
                 synthetic=table.get("synthetic", False)).to_dict(orient="records")}
 
 
-STEPS = {"lossless": lossless_step, "costmodel": cost_step, "large": large_step, "speed": speed_step}
+STEPS = {"control": control_step, "costmodel": cost_step, "lossless": lossless_step, "large": large_step,
+         "speed": speed_step}  # in the order of need: a window cut short keeps the first
+
+
+def _error(err: BaseException) -> str:
+    import traceback
+
+    where = traceback.extract_tb(err.__traceback__)[-1]
+    return f"{type(err).__name__}: {err} ({Path(where.filename).name}:{where.lineno})"
 
 
 def run_checklist(plan: Plan, out: Path) -> dict[str, Any]:
-    """Every step into `out` (one JSON file each, written as soon as it is done), then summary.json."""
+    """Every step into `out` (one JSON file each, written as soon as a unit of it is done), then summary.json. A
+    step that raises is recorded in its file (`error`) and the next runs; none starts after `plan.budget_s`."""
     from spectree.analysis.claims import jsonable
 
     check_environment(plan)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "env.json", json.dumps(jsonable(environment(plan)), indent=1) + "\n")
+    begin = time.perf_counter()
     for name, step in STEPS.items():
-        t0 = time.perf_counter()
+        t0, saved = time.perf_counter(), {}
 
         def save(result: dict[str, Any], line: str, path: Path = out / f"{name}.json") -> None:
             """A finished unit of the step (a dtype, a shape): its file now, so a run cut short keeps it."""
+            saved.update(result)
             result["seconds"] = round(time.perf_counter() - t0, 1)
             atomic_write_text(path, json.dumps(jsonable(result), indent=1) + "\n")
             print(line, flush=True)
 
-        result = step(plan, save)
-        save(result, f"{name}: {time.perf_counter() - t0:.1f} s")
+        if t0 - begin > plan.budget_s:
+            print(f"{name}: skipped, {t0 - begin:.0f} s of the {plan.budget_s:.0f} s budget spent", flush=True)
+            continue
+        try:
+            result = step(plan, save)
+        except SpectreeError:
+            raise
+        except Exception as err:  # noqa: BLE001 — one window on a lent GPU: record it and run the next step
+            result = {**saved, "error": _error(err)}  # what the step had saved, and why it stopped
+        save(result, f"{name}: {time.perf_counter() - t0:.1f} s" + (f" ({result['error']})" if "error" in result
+                                                                      else ""))
     return summarize(out)
-
-
-# --- the summary (RESULTS.md's GPU section) ------------------------------------------------------------------
-
-def _read(path: Path) -> dict[str, Any]:
-    from spectree.core.manifest import read_json_object
-
-    return read_json_object(path, "a GPU checklist result", "; rerun scripts/gpu_check.sh")
-
-
-def _named(m: dict[str, Any]) -> str:
-    top1 = m.get("top1")
-    of = f" of a top-1 logit {top1:.3g}" if top1 is not None and top1 == top1 else ""  # NaN: not recorded
-    return f"{m['strategy']} on {m['prompt']}{m.get('where', '')} at {m['position']} (gap {m['top2_gap']:.2g}{of})"
-
-
-def lossless_claim(result: dict[str, Any], dtype: str, large: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One dtype's lossless result (and the large shape's, `large_step`) → the claim "greedy decoding is
-    lossless": it holds when no generation differs from HF generate except at a near-tie (the AR top-2 logit gap
-    under the dtype's threshold), does not hold at the first other mismatch, and is inconclusive while a setting was
-    skipped. A deterministic count, n = generations checked; every mismatch is named."""
-    from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, Evidence, claim
-
-    checked, mismatches = int(result["checked"]), list(result["mismatches"])
-    if large is not None and dtype in large["dtypes"]:
-        checked += int(large["dtypes"][dtype]["checked"])
-        mismatches += [{**m, "where": f" ({large['shape']})"} for m in large["dtypes"][dtype]["mismatches"]]
-    ties = [m for m in mismatches if m["tie"]]
-    bugs = [m for m in mismatches if not m["tie"]]
-    rule = (f"every generation equals HF generate, lengths included; a mismatch passes only at a near-tie of "
-            f"{dtype}'s logit noise")
-
-    def names(ms: list) -> str:
-        return "; ".join(map(_named, ms[:5])) + ("; …" if len(ms) > 5 else "")
-
-    ours = (f"{checked - len(mismatches)}/{checked} identical, {len(bugs)} not a near-tie"
-            + (f"; not near-ties: {names(bugs)}" if bugs else "") + (f"; near-ties: {names(ties)}" if ties else ""))
-    verdict = FAILS if bugs else INCONCLUSIVE if not checked or result.get("skipped") else HOLDS
-    evidence = Evidence(verdict, rule + ", every setting run", checked)
-    return claim(f"greedy speculative decoding is lossless on the GPU ({dtype})", "lossless", ours, evidence)
-
-
-def share_claim(cost: dict[str, Any]) -> dict[str, Any]:
-    """Tree construction ≤ TREE_SHARE_BAR of a step for every family at the largest measured shape."""
-    from spectree.analysis.claims import FAILS, HOLDS, Evidence, claim
-
-    shape, measured = list(cost["shapes"].items())[-1]
-    shares = {r["policy"]: r["tree_share"] for r in measured["tree_shares"]}
-    worst = max(shares, key=shares.get)
-    verdict = HOLDS if shares[worst] <= TREE_SHARE_BAR else FAILS
-    return claim(f"tree construction ≤ {TREE_SHARE_BAR:.0%} of a decoding step for every family ({shape} shape)",
-                 f"≤ {TREE_SHARE_BAR:.0%}", f"max {100 * shares[worst]:.1f}% ({worst})",
-                 Evidence(verdict, "one run's pooled tree-construction share, every family", len(shares)))
-
-
-def summarize(folder: Path) -> dict[str, Any]:
-    """summary.json of the checklist's files in `folder`: headline numbers, claims and tables; written atomically."""
-    from spectree.analysis.claims import jsonable
-    from spectree.speed.costmodel import padded
-
-    if not (folder / "lossless.json").exists():
-        raise SpectreeError(f"no lossless.json in {folder}: run scripts/gpu_check.sh on a CUDA machine")
-    env = _read(folder / "env.json") if (folder / "env.json").exists() else {}
-    lossless = _read(folder / "lossless.json")
-    summary: dict[str, Any] = {"run": {k: env.get(k) for k in ("profile", "commit", "date", "host")},
-                               "device": env.get("device"), "torch": env.get("torch"),
-                               "transformers": env.get("transformers"), "lossless shape": lossless["shape"]}
-    large = _read(folder / "large.json") if (folder / "large.json").exists() else None
-    if large is not None:
-        summary["lossless, large shape"] = large["shape"]
-    claims, tables = [], {}
-    for dtype, result in lossless["dtypes"].items():
-        claims.append(lossless_claim(result, dtype, large))
-        summary[f"lossless {dtype}"] = claims[-1]["ours"].split(";")[0]
-        tables[f"lossless settings, {dtype}"] = result["rows"]
-    if (folder / "costmodel.json").exists():
-        cost = _read(folder / "costmodel.json")
-        claims.append(share_claim(cost))
-        forward_rows = []
-        for shape, m in cost["shapes"].items():  # headlines under the padding bound, as the projections read them
-            one = padded(m["target_s"][str(cost["prefixes"][0])])[0]
-            summary[f"{shape}: target forward, 1 token after {cost['prefixes'][0]}"] = f"{1000 * one:.2f} ms"
-            summary[f"{shape}: one draft layer ÷ target"] = round(padded(m["draft_s"])[0] / one, 3)
-            summary[f"{shape}: our AR loop ÷ HF generate"] = round(m["ar_over_hf"], 3)
-            forward_rows += [{"shape": shape, "prefix": p, **{f"n={n}": round(1000 * t, 2) for n, t in
-                                                              zip(cost["sizes"], times)}}
-                             for p, times in m["target_s"].items()]
-            tables[f"tree construction share of a step, {shape}"] = m["tree_shares"]
-        tables["target forward (ms) by tree tokens after a committed prefix (as measured)"] = forward_rows
-    if (folder / "speed.json").exists():
-        speed = _read(folder / "speed.json")
-        tables[f"speed table, {speed['shape']} ({speed['dtype']}; mix rows synthetic: τ, γ only)"] = speed["rows"]
-    summary.update(claims=claims, tables=tables)
-    atomic_write_text(folder / "summary.json", json.dumps(jsonable(summary), indent=1) + "\n")
-    return summary
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -309,12 +309,17 @@ def agreement_needed(best: pd.DataFrame, speedup: float) -> dict[str, Any]:
     return {"speedup": speedup, "agreement": a, "text": f"≥ {a:.2f}"}
 
 
-def gpu_cost_models(path: Path) -> tuple[dict[str, Any], str]:
-    """(shape → the cost model the GPU checklist measured for it, the device's name) from its costmodel.json
-    (`reports.gpu_check`, committed under figures/gpu_check/): the target's forward times after the first committed
-    prefix, and one draft layer's as the draft's (an EAGLE- or EDD-sized draft), each under its padding bound
+REGIME_WORDS = {"eager": "eager PyTorch", "graphs": "CUDA graphs"}  # `speed.costmodel.REGIMES`, as lines name them
+
+
+def gpu_cost_models(path: Path) -> tuple[dict[tuple[str, str], Any], str]:
+    """((shape, regime) → the cost model the GPU checklist measured for it, the device's name) from its
+    costmodel.json (`reports.gpu_check`, committed under figures/gpu_check/), for each regime it measured: "eager"
+    (eager PyTorch, the papers' timings: the shape's top-level numbers) and "graphs" (CUDA graphs on a static slab,
+    the engines': its "graphs" entry). Each holds the target's forward times after the first committed prefix, and
+    one draft layer's as the draft's (an EAGLE- or EDD-sized draft), each under its padding bound
     (`speed.costmodel.padded`: the first H100 run timed small trees slower than larger ones), with the step model
-    fitted on that machine's live steps where the checklist recorded one; ({}, "") without the file."""
+    fitted on that machine's live steps in that regime where the checklist recorded one; ({}, "") without the file."""
     import json
 
     from spectree.speed.costmodel import CostModel, padded
@@ -323,9 +328,13 @@ def gpu_cost_models(path: Path) -> tuple[dict[str, Any], str]:
         return {}, ""
     data = json.loads(path.read_text())
     prefix = str(data["prefixes"][0])
-    costs = {shape: CostModel(machine=f"{data['machine']} ({shape})", prefix=int(prefix), sizes=list(data["sizes"]),
-                              target_s=padded(m["target_s"][prefix]), draft_s=padded(m["draft_s"]), step=m.get("step"))
-             for shape, m in data["shapes"].items()}
+    costs = {}
+    for shape, m in data["shapes"].items():
+        for regime, r in (("eager", m), ("graphs", m.get("graphs") or {})):
+            if "target_s" in r:
+                costs[shape, regime] = CostModel(machine=f"{data['machine']} ({shape}, {regime})", prefix=int(prefix),
+                                                 sizes=list(data["sizes"]), target_s=padded(r["target_s"][prefix]),
+                                                 draft_s=padded(r["draft_s"]), step=r.get("step"))
     return costs, str(data.get("device", data["machine"]))
 
 
@@ -333,16 +342,16 @@ def gpu_projection(results: Sequence[Quality], logbooks: dict[float, list[Logged
                    costs: dict[str, Any]) -> pd.DataFrame:
     """The best projected speedup of every family per GPU shape and λ, with the same replayed trees as the CPU's
     projection and each shape's measured cost model (PCT's s_d/s_t from it too), the CPU's projection beside:
-    shape, λ, agreement, family, spec, τ, γ, speedup, cpu_speedup."""
+    shape, regime, λ, agreement, family, spec, τ, γ, speedup, cpu_speedup (`costs`: `gpu_cost_models`')."""
     rows = []
     for q in results:
         cpu = q.projected.groupby("family").speedup.max() if len(q.projected) else pd.Series(dtype=float)
-        for shape, cost in costs.items():
+        for (shape, regime), cost in costs.items():
             table = projected(logbooks[q.weight], projection_policies(s, q.logbook, cost.ratio), cost)
             if not len(table):
                 continue
             best = table.loc[table.groupby("family").speedup.idxmax()]
-            rows += [{"shape": shape, "weight": q.weight, "agreement": q.agreement["agreement"], "family": r.family,
+            rows += [{"shape": shape, "regime": regime, "weight": q.weight, "agreement": q.agreement["agreement"], "family": r.family,
                       "spec": r.spec, "tau": r.tau, "gamma": r.gamma, "speedup": r.speedup,
                       "cpu_speedup": float(cpu.get(r.family, math.nan))} for r in best.itertuples()]
     return pd.DataFrame(rows)
@@ -350,14 +359,14 @@ def gpu_projection(results: Sequence[Quality], logbooks: dict[float, list[Logged
 
 def gpu_lines(table: pd.DataFrame, device: str, families: Sequence[str] = ("DySpec", "EAGLE-2", "C2T", "PCT")
               ) -> list[str]:
-    """One sentence per shape and agreement: "on DEVICE with a SHAPE-shaped target, at top-1 agreement X, DySpec /
-    EAGLE-2 / C2T / PCT project Y×" (the families measured)."""
+    """One sentence per shape, regime and agreement: "on DEVICE with a SHAPE-shaped target (REGIME), at top-1
+    agreement X, DySpec / EAGLE-2 / C2T / PCT project Y×" (the families measured)."""
     out = []
-    for (shape, agreement), group in table.groupby(["shape", "agreement"], sort=False):
+    for (shape, regime, agreement), group in table.groupby(["shape", "regime", "agreement"], sort=False):
         best = group.set_index("family").speedup
         named = [f for f in families if f in best.index]
-        out.append(f"on {device} with a {shape}-shaped target, at top-1 agreement {agreement:.2f}, "
-                   f"{' / '.join(named)} project {' / '.join(f'{best[f]:.2f}' for f in named)}×")
+        out.append(f"on {device} with a {shape}-shaped target ({REGIME_WORDS.get(regime, regime)}), at top-1 "
+                   f"agreement {agreement:.2f}, {' / '.join(named)} project {' / '.join(f'{best[f]:.2f}' for f in named)}×")
     return out
 
 
@@ -401,5 +410,5 @@ def projection_check(live: pd.DataFrame, projected_rows: pd.DataFrame, labels: d
 
 __all__ = ["mix_pair", "mix_models", "quality_logbook", "agreement", "flip_weights", "weights_for", "mix_weights",
            "SweepSettings", "strategy_claims", "analysis_claims", "projection_policies", "projected", "Quality", "measure",
-           "flips", "readings_table", "best_by_family", "agreement_needed", "gpu_cost_models", "gpu_projection",
+           "flips", "readings_table", "best_by_family", "agreement_needed", "REGIME_WORDS", "gpu_cost_models", "gpu_projection",
            "gpu_lines", "residual_rows", "projection_check", "SPEED_LINES"]

@@ -85,13 +85,15 @@ def check_engine(name: str) -> Engine:
 # --- cost models ---------------------------------------------------------------------------------------------
 
 def load_cost_model(spec: str):
-    """A cost model from a file: the GPU checklist's costmodel.json with ':SHAPE' (its largest shape if none), or a
-    JSON object {"sizes": [...], "target_s": [...], "draft_s": [...]} (seconds of one forward over n tree tokens:
-    a t(n) curve of your own). Returns (CostModel, description); one line on a bad file."""
-    from spectree.reports.quality import gpu_cost_models
+    """A cost model from a file: the GPU checklist's costmodel.json with ':SHAPE[:REGIME]' (its largest shape if none;
+    regime "eager", the papers' eager PyTorch, unless "graphs", the engines' CUDA graphs), or a JSON object
+    {"sizes": [...], "target_s": [...], "draft_s": [...]} (seconds of one forward over n tree tokens: a t(n) curve
+    of your own). Returns (CostModel, description); one line on a bad file."""
+    from spectree.reports.quality import REGIME_WORDS, gpu_cost_models
     from spectree.speed.costmodel import CostModel
 
-    path, _, shape = spec.partition(":") if not Path(spec).exists() else (spec, "", "")
+    path, _, rest = spec.partition(":") if not Path(spec).exists() else (spec, "", "")
+    shape, _, regime = rest.partition(":")
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -99,10 +101,12 @@ def load_cost_model(spec: str):
         raise SpectreeError(f"--cost-model {spec}: not a readable JSON file ({err})") from None
     if isinstance(data, dict) and "shapes" in data:
         costs, device = gpu_cost_models(path)
-        shape = shape or list(costs)[-1]
-        if shape not in costs:
-            raise SpectreeError(f"--cost-model {spec}: no shape '{shape}' in {path} (it has {sorted(costs)})")
-        return costs[shape], f"{device}, {shape}-shaped target ({path})"
+        shape, regime = shape or list(data["shapes"])[-1], regime or "eager"
+        if (shape, regime) not in costs:
+            have = ", ".join(f"{s}:{r}" for s, r in costs)
+            raise SpectreeError(f"--cost-model {spec}: no shape '{shape}' in regime '{regime}' in {path} "
+                                f"(it has {have})")
+        return costs[shape, regime], f"{device}, {shape}-shaped target, {REGIME_WORDS[regime]} ({path})"
     keys = ("sizes", "target_s", "draft_s")
     if not (isinstance(data, dict) and all(isinstance(data.get(k), list) and data[k] for k in keys)
             and len({len(data[k]) for k in keys}) == 1 and 1 in data["sizes"]

@@ -112,18 +112,34 @@ def _monotone(times: list[float], slack: float = 2.0, jitter_s: float = 0.01) ->
     return bool(((slowest_so_far <= slack * t) | (slowest_so_far - t <= jitter_s)).all())
 
 
+REGIMES = ("eager", "graphs")  # eager PyTorch (the papers' timings) / CUDA graphs on a static slab (the engines')
+
+
 @torch.inference_mode()
-def time_forwards(model, sizes, prefix: int, repeats: int) -> list[float]:
+def time_forwards(model, sizes, prefix: int, repeats: int, regime: str = "eager") -> list[float]:
     """Seconds of a forward over n new tokens (tree mask path) after a cached prefix of `prefix` committed tokens,
     for each n in `sizes`, over one prefill (the cache trimmed back after each forward): the fastest of `repeats`
     timed runs per n, the estimate least disturbed by other work on the machine. A first, untimed round warms every
     size up, and the rounds interleave the sizes, so that a drift (a GPU's clocks, a neighbour's load) touches all of
-    them alike: on an H100 the first sizes timed in a block came out 1.9x slower than the larger ones after them."""
+    them alike: on an H100 the first sizes timed in a block came out 1.9x slower than the larger ones after them.
+    `regime` "graphs": each size replays its padded size's CUDA graph on a static slab (`core.graphs.GraphCache`:
+    the round 0 captures it; on the CPU the same static path runs eagerly)."""
+    from spectree.core.graphs import GraphCache
+
+    if regime not in REGIMES:
+        raise SpectreeError(f"unknown cost regime '{regime}': use one of {', '.join(REGIMES)}")
     vocab = model.config.vocab_size
-    cache = slab_cache(model.config)  # the cache the decoder uses
     gen = torch.Generator().manual_seed(0)
-    forward_with_mask(model, cache, torch.randint(vocab, (prefix,), generator=gen), torch.arange(prefix),
-                      None, last_only=True)  # a prefill, as the decoder's
+    if regime == "graphs":
+        cache = GraphCache(model, capacity=prefix + 2 * max(sizes))
+        forward = cache.forward
+    else:
+        cache = slab_cache(model.config)  # the cache the decoder uses
+
+        def forward(*args, **kwargs):
+            return forward_with_mask(model, cache, *args, **kwargs)
+    forward(torch.randint(vocab, (prefix,), generator=gen), torch.arange(prefix), None,
+            last_only=True)  # a prefill, as the decoder's
     # the cost of attention does not depend on the mask's pattern: a causal block stands for every tree
     inputs = {n: (torch.randint(vocab, (n,), generator=gen), prefix + torch.arange(n), causal_allowed(prefix, n))
               for n in sizes}
@@ -132,16 +148,16 @@ def time_forwards(model, sizes, prefix: int, repeats: int) -> list[float]:
         for n, (tokens, positions, allowed) in inputs.items():
             synchronize(model)
             start = time.perf_counter()
-            forward_with_mask(model, cache, tokens, positions, allowed)
+            forward(tokens, positions, allowed)
             synchronize(model)  # CUDA runs asynchronously: time the work, not its launch
             times[n].append(time.perf_counter() - start)
             truncate(cache, prefix)
     return [min(times[n][1:]) for n in sizes]
 
 
-def time_forward(model, n: int, prefix: int, repeats: int) -> float:
+def time_forward(model, n: int, prefix: int, repeats: int, regime: str = "eager") -> float:
     """`time_forwards` of one size n."""
-    return time_forwards(model, [n], prefix, repeats)[0]
+    return time_forwards(model, [n], prefix, repeats, regime)[0]
 
 
 PREFIX = 256  # committed tokens in the cache while timing

@@ -57,6 +57,15 @@ def test_the_characterisation_and_the_summary_claims_on_a_tiny_pair(tmp_path):
     row.update(first_divergence=3, top2_gap=2 * result["floor"] + 1.0, top1=10.0)
     claim = gpu_summary.control_claim(bad)
     assert claim["verdict"] == "does not hold" and "our AR vs HF sdpa at 3 (tiny on cpu" in claim["ours"]
+    # the checklist's summary reads the CPU controls from its folder's sibling bf16_control/ (`reports.bf16_control`)
+    (tmp_path / "gpu_check").mkdir()
+    (tmp_path / "gpu_check" / "lossless.json").write_text(json.dumps({"shape": "tiny", "dtypes": {}}))
+    assert not any("control" in c["name"] for c in gpu_summary.summarize(tmp_path / "gpu_check")["claims"])
+    (tmp_path / gpu_summary.CPU_CONTROL).mkdir()
+    (tmp_path / gpu_summary.CPU_CONTROL / "tiny-bfloat16-cpu.json").write_text(json.dumps(result))
+    summary = gpu_summary.summarize(tmp_path / "gpu_check")
+    assert "bf16 control floor, tiny on cpu (1 prompts, 24 + 6 tokens)" in summary
+    assert "bf16 first divergences, tiny on cpu (1 prompts, 24 + 6 tokens)" in summary["tables"]
 
 
 def test_a_bf16_mismatch_within_the_controls_floor_is_rounding():

@@ -77,13 +77,11 @@ def lossless_claim(result: dict[str, Any], dtype: str, large: Optional[dict[str,
     return claim(f"greedy speculative decoding is lossless on the GPU ({dtype}{label})", "lossless", ours, evidence)
 
 
-def controls(control: Optional[dict[str, Any]], device: str) -> dict[str, dict[str, Any]]:
+def controls(control: Optional[dict[str, Any]], device: str, cpu: Optional[Path] = None) -> dict[str, dict[str, Any]]:
     """Every bf16 control measured, labelled "SHAPE on DEVICE": the checklist's (control.json, per shape) and the
-    CPU's, from figures/bf16_control/ (`reports.bf16_control`)."""
-    from spectree.core.paths import figures_dir
-
+    CPU's, from the folder `cpu` (the checklist folder's sibling figures/bf16_control/, `reports.bf16_control`)."""
     out = {f"{shape} on {device}": r for shape, r in (control or {}).get("shapes", {}).items() if "rows" in r}
-    for path in sorted((figures_dir() / CPU_CONTROL).glob("*.json")):
+    for path in sorted(cpu.glob("*.json")) if cpu is not None and cpu.is_dir() else []:
         r = _read(path)
         if "rows" in r:
             out[f"{r['shape']} on {r['device']} ({r['prompts']} prompts, {r['prompt_tokens']} + "
@@ -185,7 +183,7 @@ def summarize(folder: Path) -> dict[str, Any]:
             claims.append(lossless_claim(result["graphs"], dtype, None, floors, lossless["shape"],
                                          ", through CUDA graphs"))
             summary[f"lossless {dtype}, CUDA graphs"] = claims[-1]["ours"].split(";")[0]
-    measured = controls(control, str(env.get("device") or "the GPU"))
+    measured = controls(control, str(env.get("device") or "the GPU"), folder.parent / CPU_CONTROL)
     if measured:
         from spectree.speed.divergence import noise_table, table
 
@@ -208,4 +206,5 @@ def summarize(folder: Path) -> dict[str, Any]:
     return summary
 
 
-__all__ = ["CPU_CONTROL", "TREE_SHARE_BAR", "control_claim", "controls", "control_floors", "lossless_claim", "share_claim", "summarize"]
+__all__ = ["CPU_CONTROL", "TREE_SHARE_BAR", "control_claim", "controls", "control_floors", "lossless_claim",
+           "share_claim", "summarize"]

@@ -12,7 +12,7 @@ import torch
 from transformers import PreTrainedModel
 
 from spectree.core.errors import SpectreeError, TreeTooLarge
-from spectree.core.graphs import GraphCache, graph_cache, graphed
+from spectree.core.graphs import graph_cache, graphed
 from spectree.core.policy import OPTIONAL_FEATURES, Lazy, NodeTable, Policy, Rows, computed_columns, grow
 from spectree.core.sampling import (
     Sampling,
@@ -46,11 +46,7 @@ class CachedLM:
 
     def _forward(self, inputs, positions, allowed, output_hidden_states, last_only=False):
         t0 = time.perf_counter()
-        if isinstance(self.cache, GraphCache):  # the engines' regime (`core.graphs`)
-            out = self.cache.forward(inputs, positions, allowed, output_hidden_states, last_only)
-        else:
-            out = forward_with_mask(self.model, self.cache, inputs, positions, allowed, output_hidden_states,
-                                    last_only)
+        out = forward_with_mask(self.model, self.cache, inputs, positions, allowed, output_hidden_states, last_only)
         synchronize(self.model)  # on CUDA: the forward's own time, not charged to tree construction's next copy
         self.forwards.append((int(inputs.shape[0]), time.perf_counter() - t0))
         return out

@@ -6,7 +6,7 @@ layer whatever the width), so the two regimes give different forward-time curves
 `GraphCache` is a `DynamicCache` whose layers are views [1, H_kv, L, D] of fixed slabs [1, H_kv, C, D], as the slab
 cache's are (so `keep_slots`, `truncate` and `cache_len` work unchanged), but whose `update` writes the new entries
 at slots read from a device tensor and returns the whole slab: a forward then has the same shapes at every step, the
-condition for replaying it. A forward of m tokens is padded to the next size in `BUCKETS` (the pad rows see only
+condition for replaying it; `treeattn.forward_with_mask` hands it its forwards (`GraphCache.forward_with_mask`). A forward of m tokens is padded to the next size in `BUCKETS` (the pad rows see only
 slot 0 and are never seen: their keys land past the cache's length) and replays that size's graph, captured the
 first time it is needed; a prefill (`last_only`), input embeddings or m > the largest bucket run the same static
 path eagerly. On the CPU nothing is captured: the same padded static path runs eagerly (the dry run's check).
@@ -24,7 +24,7 @@ from typing import Optional
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from spectree.core.treeattn import SlabLayer, additive_mask
+from spectree.core.treeattn import SlabLayer, additive_mask, cache_len, causal_allowed, model_feed
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)  # padded tree sizes that get a graph each
 GRAPHED = "_spectree_cuda_graphs"  # the model attribute `cuda_graphs` sets
@@ -177,13 +177,11 @@ class GraphCache(DynamicCache):
             c.out = c.run()
 
     @torch.inference_mode()
-    def forward(self, inputs: torch.Tensor, position_ids: torch.Tensor, allowed: Optional[torch.Tensor],
-                output_hidden_states: bool = False, last_only: bool = False):
+    def forward_with_mask(self, inputs: torch.Tensor, position_ids: torch.Tensor, allowed: Optional[torch.Tensor],
+                          output_hidden_states: bool = False, last_only: bool = False):
         """`treeattn.forward_with_mask`'s contract on the static slab: m new entries (token ids [m] or embeddings
         [m, H]) at positions [m], each seeing the slots `allowed` [m, L + m] gives it (None: causally); returns the
         model output for the m real rows (logits [1, m, V], [1, 1, V] when `last_only`)."""
-        from spectree.core.treeattn import causal_allowed, cache_len
-
         start, m = cache_len(self), int(inputs.shape[0])
         allowed = causal_allowed(start, m) if allowed is None else allowed
         n = bucket(m) if not (last_only or inputs.is_floating_point()) else None
@@ -193,11 +191,9 @@ class GraphCache(DynamicCache):
         self.write_at.fill_(start)
         dev = self.model.device
         if n is None:  # eagerly, on the same static slab
-            feed = {"input_ids": inputs[None].to(dev)} if not inputs.is_floating_point() else {
-                "inputs_embeds": inputs[None].to(dev, self.model.dtype)}
-            out = self.model(**feed, position_ids=position_ids[None].to(dev), attention_mask=self._mask(allowed, m),
-                             past_key_values=self, use_cache=True, output_hidden_states=output_hidden_states,
-                             logits_to_keep=1 if last_only else 0)
+            out = self.model(**model_feed(self.model, inputs), position_ids=position_ids[None].to(dev),
+                             attention_mask=self._mask(allowed, m), past_key_values=self, use_cache=True,
+                             output_hidden_states=output_hidden_states, logits_to_keep=1 if last_only else 0)
         else:
             key = (n, output_hidden_states)
             c = self.graphs.get(key)

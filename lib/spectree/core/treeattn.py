@@ -74,14 +74,23 @@ def forward_with_mask(model: PreTrainedModel, cache: DynamicCache, inputs: torch
     4.4 s so, HF's 4.0–4.4 s; measured).
     Returns the model output (logits [1, m, V], or [1, 1, V] for the last entry alone when `last_only`: a
     prefill then skips the LM head's m - 1 other rows, as HF `generate` does); the m entries are appended to
-    `cache`.
+    `cache`. A cache with a forward path of its own (the static slab of `core.graphs`) runs it instead.
     """
+    own = getattr(cache, "forward_with_mask", None)  # a cache with its own forward path (`core.graphs.GraphCache`)
+    if own is not None:
+        return own(inputs, position_ids, allowed, output_hidden_states, last_only)
     dev = model.device
-    feed = {"input_ids": inputs[None].to(dev)} if not inputs.is_floating_point() else {
-        "inputs_embeds": inputs[None].to(dev, model.dtype)}
     mask = None if allowed is None else additive_mask(allowed.to(dev), model.dtype)
-    return model(**feed, position_ids=position_ids[None].to(dev), attention_mask=mask, past_key_values=cache,
-                 use_cache=True, output_hidden_states=output_hidden_states, logits_to_keep=1 if last_only else 0)
+    return model(**model_feed(model, inputs), position_ids=position_ids[None].to(dev), attention_mask=mask,
+                 past_key_values=cache, use_cache=True, output_hidden_states=output_hidden_states,
+                 logits_to_keep=1 if last_only else 0)
+
+
+def model_feed(model: PreTrainedModel, inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Token ids [m] → {"input_ids": [1, m]}; embeddings [m, H] → {"inputs_embeds": [1, m, H]} in the model's dtype."""
+    if inputs.is_floating_point():
+        return {"inputs_embeds": inputs[None].to(model.device, model.dtype)}
+    return {"input_ids": inputs[None].to(model.device)}
 
 
 def synchronize(model: torch.nn.Module) -> None:

@@ -282,6 +282,7 @@ def cost_step(plan: Plan, save=report_only) -> dict[str, Any]:
     from spectree.core.kernels import machine_id
     from spectree.drafts.random_pairs import random_pair
     from spectree.speed.bench import run_strategies
+    from spectree.speed.costmodel import record_regime
     from spectree.speed.tables import speed_table
     from spectree.strategies import parse_strategy
 
@@ -300,7 +301,7 @@ def cost_step(plan: Plan, save=report_only) -> dict[str, Any]:
                 measured = _regime_costs(plan, models, regime, machine, shape)
             except Exception as err:  # noqa: BLE001 — recorded; the other regime and shapes still run
                 measured = {"error": _error(err)}
-            entry.update(measured) if regime == "eager" else entry.update({regime: measured})
+            record_regime(entry, regime, measured)
         if shape in plan.share_shapes:
             share = speed_table(run_strategies(models, _prompts(plan, plan.share_prompts),
                                                {k: parse_strategy(v) for k, v in SHARE_POLICIES.items()}, plan.tokens))

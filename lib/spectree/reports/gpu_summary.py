@@ -53,8 +53,7 @@ def lossless_claim(result: dict[str, Any], dtype: str, large: Optional[dict[str,
     checked; every mismatch is named. `label`: the path's name in the claim (e.g. "through CUDA graphs")."""
     from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, Evidence, claim
 
-    floors = floors if dtype == "bfloat16" else {}
-    floors = floors or {}
+    floors = (floors or {}) if dtype == "bfloat16" else {}  # the control is bf16's
     checked = int(result["checked"])
     mismatches = [{**m, "shape": shape} for m in result["mismatches"]]
     if large is not None and dtype in large["dtypes"]:
@@ -133,12 +132,12 @@ def share_claim(cost: dict[str, Any]) -> dict[str, Any]:
 
 def _cost_summary(cost: dict[str, Any], summary: dict[str, Any], tables: dict[str, Any]) -> None:
     """Headlines per shape and regime (under the padding bound, as the projections read them) and the tables."""
-    from spectree.speed.costmodel import padded
+    from spectree.speed.costmodel import padded, regime_entries
 
     p0 = str(cost["prefixes"][0])
     forward_rows = []
     for shape, m in cost["shapes"].items():
-        for regime, r in [("eager", m), ("graphs", m.get("graphs") or {})]:
+        for regime, r in regime_entries(m).items():
             if "target_s" not in r:
                 if r.get("error"):
                     summary[f"{shape}: {regime} regime"] = f"failed: {r['error']}"

@@ -322,7 +322,7 @@ def gpu_cost_models(path: Path) -> tuple[dict[tuple[str, str], Any], str]:
     fitted on that machine's live steps in that regime where the checklist recorded one; ({}, "") without the file."""
     import json
 
-    from spectree.speed.costmodel import CostModel, padded
+    from spectree.speed.costmodel import CostModel, padded, regime_entries
 
     if not path.exists():
         return {}, ""
@@ -330,7 +330,7 @@ def gpu_cost_models(path: Path) -> tuple[dict[tuple[str, str], Any], str]:
     prefix = str(data["prefixes"][0])
     costs = {}
     for shape, m in data["shapes"].items():
-        for regime, r in (("eager", m), ("graphs", m.get("graphs") or {})):
+        for regime, r in regime_entries(m).items():
             if "target_s" in r:
                 costs[shape, regime] = CostModel(machine=f"{data['machine']} ({shape}, {regime})", prefix=int(prefix),
                                                  sizes=list(data["sizes"]), target_s=padded(r["target_s"][prefix]),

@@ -130,16 +130,10 @@ def time_forwards(model, sizes, prefix: int, repeats: int, regime: str = "eager"
         raise SpectreeError(f"unknown cost regime '{regime}': use one of {', '.join(REGIMES)}")
     vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(0)
-    if regime == "graphs":
-        cache = GraphCache(model, capacity=prefix + 2 * max(sizes))
-        forward = cache.forward
-    else:
-        cache = slab_cache(model.config)  # the cache the decoder uses
-
-        def forward(*args, **kwargs):
-            return forward_with_mask(model, cache, *args, **kwargs)
-    forward(torch.randint(vocab, (prefix,), generator=gen), torch.arange(prefix), None,
-            last_only=True)  # a prefill, as the decoder's
+    # the cache the decoder uses in that regime
+    cache = GraphCache(model, capacity=prefix + 2 * max(sizes)) if regime == "graphs" else slab_cache(model.config)
+    forward_with_mask(model, cache, torch.randint(vocab, (prefix,), generator=gen), torch.arange(prefix),
+                      None, last_only=True)  # a prefill, as the decoder's
     # the cost of attention does not depend on the mask's pattern: a causal block stands for every tree
     inputs = {n: (torch.randint(vocab, (n,), generator=gen), prefix + torch.arange(n), causal_allowed(prefix, n))
               for n in sizes}
@@ -148,7 +142,7 @@ def time_forwards(model, sizes, prefix: int, repeats: int, regime: str = "eager"
         for n, (tokens, positions, allowed) in inputs.items():
             synchronize(model)
             start = time.perf_counter()
-            forward(tokens, positions, allowed)
+            forward_with_mask(model, cache, tokens, positions, allowed)
             synchronize(model)  # CUDA runs asynchronously: time the work, not its launch
             times[n].append(time.perf_counter() - start)
             truncate(cache, prefix)
@@ -158,6 +152,22 @@ def time_forwards(model, sizes, prefix: int, repeats: int, regime: str = "eager"
 def time_forward(model, n: int, prefix: int, repeats: int, regime: str = "eager") -> float:
     """`time_forwards` of one size n."""
     return time_forwards(model, [n], prefix, repeats, regime)[0]
+
+
+def regime_entries(shape: dict) -> dict[str, dict]:
+    """One target shape of the GPU checklist's costmodel.json → {regime: what was measured in it}, each regime
+    recorded: eager at the shape's top level (where files from before the graphs regime have it), every other
+    regime under its own name; a regime that failed is {"error": ...}. `record_regime` writes that layout."""
+    out = {"eager": shape} if "target_s" in shape or "error" in shape else {}
+    return out | {r: shape[r] for r in REGIMES if r != "eager" and r in shape}
+
+
+def record_regime(shape: dict, regime: str, measured: dict) -> None:
+    """Put one regime's measurements into a shape's entry of costmodel.json (the layout `regime_entries` reads)."""
+    if regime == "eager":
+        shape.update(measured)
+    else:
+        shape[regime] = measured
 
 
 PREFIX = 256  # committed tokens in the cache while timing

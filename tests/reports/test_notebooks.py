@@ -97,6 +97,7 @@ def test_notebooks_reading_one_logbook_share_it(profile, writer, readers, keys):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_run_all_quick_profile_produces_every_report():
     from spectree.reports.results import cell
 

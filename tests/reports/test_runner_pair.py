@@ -104,6 +104,7 @@ def test_a_classifier_of_another_pair_is_not_used(tmp_path, folders):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("draft, notebooks", [("hf", NOTEBOOKS), ("eagle", EAGLE_NOTEBOOKS)], ids=["hf", "eagle"])
 def test_quick_profile_of_every_notebook_on_a_pair_of_folders(folders, draft, notebooks, tmp_path, monkeypatch):
     """The must-show: `./run_all.sh --profile quick --pair TARGET_DIR+hf:DRAFT_DIR` through the runner, in an empty

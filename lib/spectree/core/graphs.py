@@ -6,8 +6,9 @@ layer whatever the width), so the two regimes give different forward-time curves
 `GraphCache` is a `DynamicCache` whose layers are views [1, H_kv, L, D] of fixed slabs [1, H_kv, C, D], as the slab
 cache's are (so `keep_slots`, `truncate` and `cache_len` work unchanged), but whose `update` writes the new entries
 at slots read from a device tensor and returns the whole slab: a forward then has the same shapes at every step, the
-condition for replaying it; `treeattn.forward_with_mask` hands it its forwards (`GraphCache.forward_with_mask`). A forward of m tokens is padded to the next size in `BUCKETS` (the pad rows see only
-slot 0 and are never seen: their keys land past the cache's length) and replays that size's graph, captured the
+condition for replaying it. `treeattn.forward_with_mask` hands such a cache its forwards
+(`GraphCache.forward_with_mask`). A forward of m tokens is padded to the next size in `BUCKETS` (the pad rows see
+only slot 0 and are never seen: their keys land past the cache's length) and replays that size's graph, captured the
 first time it is needed; a prefill (`last_only`), input embeddings or m > the largest bucket run the same static
 path eagerly. On the CPU nothing is captured: the same padded static path runs eagerly (the dry run's check).
 

@@ -87,7 +87,8 @@ def forward_with_mask(model: PreTrainedModel, cache: DynamicCache, inputs: torch
 
 
 def model_feed(model: PreTrainedModel, inputs: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Token ids [m] → {"input_ids": [1, m]}; embeddings [m, H] → {"inputs_embeds": [1, m, H]} in the model's dtype."""
+    """The model's input: token ids [m] → {"input_ids": [1, m]}; embeddings [m, H] → {"inputs_embeds": [1, m, H]},
+    in the model's dtype."""
     if inputs.is_floating_point():
         return {"inputs_embeds": inputs[None].to(model.device, model.dtype)}
     return {"input_ids": inputs[None].to(model.device)}

@@ -28,7 +28,6 @@ reference in `bench`. On CUDA, without oneDNN, or while autograd records, `Packe
 from __future__ import annotations
 
 import json
-import platform
 import sys
 from contextlib import contextmanager
 from typing import Optional
@@ -41,6 +40,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from spectree.core.errors import SpectreeError
+from spectree.core.machine import machine_id
 from spectree.core.paths import atomic_write_text, cache_dir
 
 BATCH_HINT = 16  # the row count the weights are laid out for: 8–17 are equally good here, 1 is not (measured)
@@ -131,12 +131,6 @@ def kernels_in_use(model: torch.nn.Module) -> str:
     """"stock", "packed" (every product packed) or "auto" (some shapes take F.linear for few rows)."""
     packed = [m for m in model.modules() if isinstance(m, PackedLinear) and m.use_packed]
     return "stock" if not packed else "packed" if all(m.min_rows == 1 for m in packed) else "auto"
-
-
-def machine_id() -> str:
-    """This machine as cache files name it: host, architecture, and the GPU or the CPU threads in use."""
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"cpu{torch.get_num_threads()}"
-    return f"{platform.node()}-{platform.machine()}-{device}".replace("/", "_").replace(" ", "_")
 
 
 def _seconds(stmt: str, **env) -> float:

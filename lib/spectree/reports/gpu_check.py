@@ -279,7 +279,7 @@ def cost_step(plan: Plan, save=report_only) -> dict[str, Any]:
     at the share shapes each family's tree-construction share of a step (eager, the papers' regime)
     (`costmodel.json`, saved after each shape through `save`, so a run cut short keeps the shapes it measured). The
     eager regime's numbers sit at the shape's top level, the graphs regime's under "graphs"."""
-    from spectree.core.kernels import machine_id
+    from spectree.core.machine import machine_id
     from spectree.drafts.random_pairs import random_pair
     from spectree.speed.bench import run_strategies
     from spectree.speed.costmodel import record_regime

@@ -14,13 +14,13 @@ summary (`load_summary`, `headline`, `claims_of`; verdicts as `analysis.claims` 
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
 from spectree.analysis.claims import tally, verdict_text
+from spectree.core.machine import host_name
 from spectree.core.paths import atomic_write_text, figures_dir, home
 
 REFERENCE_PROFILE = "default"  # the only profile whose run is written to the repository's RESULTS.md
@@ -101,29 +101,6 @@ def git_commit() -> Optional[str]:
     if commit and git("status", "--porcelain", "--untracked-files=no"):
         commit += " (with uncommitted changes)"
     return commit or None
-
-
-def cpu_model() -> str:
-    """The CPU's model name: /proc/cpuinfo's "model name" (Linux), else `platform.processor()`, else the machine
-    type."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, colon, value = line.partition(":")
-            if colon and key.strip() == "model name" and value.strip():
-                return " ".join(value.split())
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
-def host_name() -> str:
-    """The machine the notebooks ran on, as far as it moves their numbers: CPU model, the instruction set torch's
-    CPU kernels use (`torch.backends.cpu.get_cpu_capability()`, e.g. AVX512), torch's thread count, and on CUDA
-    the GPU, e.g. "Intel(R) Xeon(R) Processor, AVX512, 2 threads"."""
-    import torch
-
-    host = f"{cpu_model()}, {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads"
-    return f"{host}; GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else host
 
 
 def stamp(profile: str) -> dict[str, str]:

@@ -23,7 +23,8 @@ import pandas as pd
 import torch
 
 from spectree.core.errors import SpectreeError
-from spectree.core.kernels import kernels_in_use, machine_id
+from spectree.core.kernels import kernels_in_use
+from spectree.core.machine import machine_id
 from spectree.core.manifest import beside, matches, reuse_or_rebuild
 from spectree.core.policy import Policy
 from spectree.core.paths import atomic_write_text, cache_dir

@@ -104,7 +104,7 @@ def head_reference(models, reference, policies: dict[str, Policy], prompts: list
 
 def saved_best_tree(pair: str, machine: str, summary: Path) -> tuple[Optional[str], str]:
     """(spec, why) of the best model tree a speed notebook recorded in `summary` (its `best_tree`) for `pair` on
-    `machine` (`kernels.machine_id`); (None, why not) when the file is missing or was made for another pair or
+    `machine` (`machine.machine_id`); (None, why not) when the file is missing or was made for another pair or
     on another machine."""
     try:
         saved = json.loads(summary.read_text())

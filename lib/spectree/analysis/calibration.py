@@ -14,10 +14,11 @@ import pandas as pd
 
 from spectree.analysis.claims import MIN_PROMPTS, claim, prompt_interval_rule
 from spectree.analysis.rules import cluster_interval, prompt_codes, prompt_sums
+from spectree.strategies.pct import PCT, expands, keeps_leaf
 
 
 EDD_13B_RATIO = 1.4 / 50.1  # s_d/s_t of EDD + LLaMA2-Chat 13B, Fig. 3b's pair (s3 l.1388)
-PCT_LEAF_MIN = 0.01  # PCT removes leaves whose P is below 0.01 (s3 l.1388)
+PCT_LEAF_MIN = PCT.leaf_min  # PCT removes leaves whose P is below 0.01 (s3 l.1388)
 
 
 def calibration_tokens(tokens: pd.DataFrame) -> pd.DataFrame:
@@ -30,12 +31,12 @@ def pct_chain_tokens(tokens: pd.DataFrame, ratio: float = EDD_13B_RATIO, leaf_mi
     """The rank-0 chain tokens PCT drafts and keeps, whether or not an earlier token was rejected: a node is
     expanded while its P = ∏ c_i ≥ s_d/s_t (s3 l.395, l.403), so a chain token is drafted when its parent's P
     (its own P ÷ its probability; the root's is 1) reaches `ratio`, and kept when its own P ≥ `leaf_min` (a chain
-    token below it is a leaf, since leaf_min < ratio). Both cuts read the prediction, never the acceptance, so
-    P stays comparable with the path's acceptance (every token of the path accepted): p_j is the chance, before
-    verification, that d_j and all before it are accepted (s3 l.395)."""
+    token below it is a leaf, since leaf_min < ratio): PCT's own rules, `pct.expands` and `pct.keeps_leaf`. Both
+    cuts read the prediction, never the acceptance, so P stays comparable with the path's acceptance (every token of
+    the path accepted): p_j is the chance, before verification, that d_j and all before it are accepted (s3 l.395)."""
     chain = tokens[tokens.chain]
     parent = np.where(chain.depth > 1, chain.joint / chain.p, 1.0)
-    return chain[(parent >= ratio) & (chain.joint >= leaf_min)]
+    return chain[expands(parent, ratio) & keeps_leaf(chain.joint.to_numpy(), leaf_min)]
 
 
 # --- EDD Fig. 3b: calibration ------------------------------------------------------------------------------

@@ -11,6 +11,17 @@ from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy, Rows
 
 
+def expands(joint: np.ndarray, ratio: float) -> np.ndarray:
+    """EDD §3.2's rule (s3 l.395, l.403): drafting past a node pays off in expected time while its path confidence
+    P = Π p along the path is ≥ s_d/s_t. joint, the P of each node: [n] → bool [n]."""
+    return joint >= ratio
+
+
+def keeps_leaf(joint: np.ndarray, leaf_min: float) -> np.ndarray:
+    """A leaf stays in the final tree while its P ≥ `leaf_min` (EDD: 0.01, s3 l.1388). joint [n] → bool [n]."""
+    return joint >= leaf_min
+
+
 @dataclass
 class PCT(Policy):
     """`pct_prune`, EDD §3.2: top-k children per expandable node; a node is expandable if its path confidence c = Π p
@@ -53,7 +64,7 @@ class PCT(Policy):
         if self.ratio is None:
             raise SpectreeError("pct: ratio (s_d/s_t) is not set: give pct:ratio=… or load a pair, whose cost "
                                 "model measures it")
-        return new.joint >= self.ratio
+        return expands(new.joint, self.ratio)
 
     def finalize(self, tree: Rows) -> np.ndarray:
-        return ~(tree.is_leaf() & (tree.joint < self.leaf_min))
+        return ~tree.is_leaf() | keeps_leaf(tree.joint, self.leaf_min)

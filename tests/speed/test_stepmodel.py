@@ -93,7 +93,7 @@ def test_bench_rows_carry_the_projection_beside_the_measurement():
     from helpers import ToyChat
 
     from spectree.prompts import Prompt
-    from spectree.speed.bench import HF, run_strategies, summarize_runs
+    from spectree.speed.bench import HF, HF_PACKED, run_strategies, summarize_runs
 
     target, draft = tiny_llama(0, layers=3), tiny_llama(1, layers=1)
     prompts = [Prompt("toy", "a", "c", "x"), Prompt("toy", "b", "c", "y")]
@@ -108,7 +108,27 @@ def test_bench_rows_carry_the_projection_beside_the_measurement():
     assert math.isnan(table.projected[HF]) and table.projected[["chain", "eagle2"]].gt(0).all()
     assert table.projected_error["chain"] == pytest.approx(table.projected["chain"] / table.speedup["chain"] - 1)
     for r in runs:
-        assert (r.strategy == HF) == math.isnan(r.projected_s)
+        assert (r.strategy == HF) == math.isnan(r.projected_s) == math.isnan(r.plain_s)
+    # a machine twice as slow as at the fit: every predicted second doubles, the projection does not move
+    slower = [replace(r, projected_s=2 * r.projected_s, plain_s=2 * r.plain_s) for r in runs]
+    assert summarize_runs(slower).projected.tolist() == pytest.approx(table.projected.tolist(), nan_ok=True)
+    ar = summarize_runs(run_strategies((target, draft, ToyChat()), prompts, {"ar": parse_strategy("ar")}, 8,
+                                       cost=cost)).set_index("strategy")  # plain decoding is the anchor's speed
+    assert ar.projected["ar"] == pytest.approx(ar.speedup[HF_PACKED if HF_PACKED in ar.index else HF], rel=0.05)
+
+
+def test_the_plain_seconds_of_a_run_are_a_plain_step_per_committed_token():
+    from spectree.speed.bench import plain_projected_seconds, projected_seconds
+
+    target, draft = tiny_llama(0, layers=3), tiny_llama(1, layers=1)
+    cost = replace(CURVE, step=fit_steps(synthetic_steps(100), CURVE))
+    g = speculative_generate(target, draft, [3, 4, 5], parse_strategy("chain:k=2"), 8)
+    prefixes = [s.prefix + j for s in g.steps for j in range(s.tau)]
+    assert len(prefixes) == sum(s.tau for s in g.steps) >= len(g.tokens)
+    assert plain_projected_seconds(g, cost) == pytest.approx(g.prefill_s + plain_seconds(cost.step, cost, prefixes).sum())
+    plain = speculative_generate(target, draft, [3, 4, 5], None, 8)  # plain decoding: the two agree
+    assert plain_projected_seconds(plain, cost) == pytest.approx(projected_seconds(plain, cost), rel=1e-6)
+    assert math.isnan(plain_projected_seconds(g, None))
 
 
 def test_the_step_model_is_fitted_once_and_cached_beside_the_cost_model(tmp_path, monkeypatch):

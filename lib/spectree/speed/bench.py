@@ -15,6 +15,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence, Union
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
@@ -80,6 +81,7 @@ class Run:
     other_cores: float = math.nan  # cores other processes used meanwhile (`speed.load`; NaN: unknown)
     repeat: int = 0  # which of the `repeats` timed passes over this prompt (`run_strategies`)
     projected_s: float = math.nan  # the step model's seconds for this run's own steps, its measured prefill added
+    plain_s: float = math.nan  # the step model's seconds for plain decoding of the same tokens, the prefill added
     prefill_s: float = math.nan  # the prompt through the target and the draft's start (our loop's runs)
     depth_sum: float = math.nan  # Σ over steps of the tree's depth (our loop's runs; NaN: not recorded)
 
@@ -114,7 +116,8 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     its tokens, max_new_tokens and the deepest tree must fit the context window). `drafts` gives some labels
     another drafter of the same target (e.g. the full-head draft beside a reduced head), timed in the same run.
     With `cost` (a `CostModel` with its step model, `costmodel.pair_cost_model`), each policy's run also carries
-    `projected_s`: the step model's seconds for the run's own steps (`stepmodel.predict_live`) plus its prefill.
+    `projected_s`: the step model's seconds for the run's own steps (`stepmodel.predict_live`) plus its prefill,
+    and `plain_s`, its seconds for plain decoding of the same tokens at the same prefixes (`summarize_runs`).
     `share_prefill`: every policy starts from one prefill of each prompt (`core.decode.Prefill`): for checks that
     read tokens, τ and γ, not time (its runs' seconds leave the prompt out)."""
     target, draft, tok = models
@@ -197,6 +200,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             sum(s.tree_s for s in g.steps),
                             synthetic=bool(getattr(drafter(name), "synthetic", False)) and policies[name].d_max > 0,
                             other_cores=load.cores, repeat=repeat, projected_s=projected_seconds(g, cost),
+                            plain_s=plain_projected_seconds(g, cost),
                             prefill_s=g.prefill_s, depth_sum=sum(s.depth for s in g.steps)))
 
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):
@@ -218,6 +222,17 @@ def projected_seconds(g, cost) -> float:
     from spectree.speed.stepmodel import predict_live
 
     return g.prefill_s + float(predict_live(cost.step, cost, g.steps).sum()) if g.steps else g.prefill_s
+
+
+def plain_projected_seconds(g, cost) -> float:
+    """The step model's seconds for plain decoding of a generation's committed tokens, one step per token at its own
+    prefix, plus the measured prefill (NaN without a step model)."""
+    if cost is None or cost.step is None:
+        return math.nan
+    from spectree.speed.stepmodel import plain_seconds
+
+    prefixes = [s.prefix + j for s in g.steps for j in range(s.tau)]  # [Σ τ]: each committed token's prefix
+    return g.prefill_s + (float(plain_seconds(cost.step, cost, prefixes).sum()) if prefixes else 0.0)
 
 
 def unsteady_outputs(runs: list[Run]) -> list[str]:
@@ -262,8 +277,14 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
     speedups = repeat_speedups(df, HF)
     agg["speedup"] = agg["speedup_median"] = speedups.median(axis=1)
     agg["speedup_min"] = speedups.min(axis=1)
-    # the step model's speedup for each row's own steps, against the same measured reference (`Run.projected_s`)
-    projected = df.assign(seconds=df.seconds.where(df.strategy.isin(list(REFERENCES)), df.projected_s))
+    # the step model's speedup over our plain loop for each row's own steps (`Run.projected_s` over `Run.plain_s`,
+    # so a change of the machine's speed since the fit cancels), times the measured speedup of the reference closest
+    # to our plain loop: HF generate on our kernels where it ran, else HF generate
+    anchor = HF_PACKED if (df.strategy == HF_PACKED).any() else HF
+    anchor_s = df[df.strategy == anchor].set_index(["prompt", "repeat"]).seconds
+    at_anchor = np.array([anchor_s.get((p, r), math.nan) for p, r in zip(df.prompt, df.repeat)], dtype=float)
+    projected = df.assign(seconds=df.seconds.where(df.strategy.isin(list(REFERENCES)),
+                                                   df.projected_s / df.plain_s * at_anchor))
     agg["projected"] = repeat_speedups(projected, HF).median(axis=1).where(~agg.index.isin(list(REFERENCES)))
     agg["projected_error"] = agg.projected / agg.speedup - 1
     # against HF generate on the same (auto or packed) kernels: what speculation gains beyond the kernels

@@ -5,6 +5,7 @@ import pytest
 from helpers import tiny_llama
 
 from spectree.speed.costmodel import CostModel, best_tree_size, load_or_measure, measure, padded
+from spectree.speed.load import REUSE_BUSY
 
 
 def test_measure_times_every_size_and_caches(tmp_path, monkeypatch, tiny_target):
@@ -39,13 +40,18 @@ def test_timings_taken_under_contention_are_not_trusted_from_the_cache(tmp_path,
     assert not contended.plausible
     assert CostModel("m", 8, [1, 2, 16], target_s=[0.035, 0.034, 0.068], draft_s=[0.006, 0.006, 0.012]).plausible
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    monkeypatch.delenv(REUSE_BUSY, raising=False)  # the test command sets it
     from dataclasses import asdict
 
-    from spectree.speed.costmodel import cache_path
+    from spectree.speed.costmodel import cache_path, read_cached
 
     path = cache_path("tiny")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(asdict(contended)))
+    assert read_cached(path) is None
+    monkeypatch.setenv(REUSE_BUSY, "1")
+    assert read_cached(path) == contended  # as the test command runs (two test processes side by side)
+    monkeypatch.delenv(REUSE_BUSY)
     remeasured = load_or_measure("tiny", tiny_target, tiny_llama(seed=1, layers=1), sizes=(1, 4), prefix=8, repeats=1)
     assert remeasured.sizes == [1, 4] and json.loads(path.read_text())["sizes"] == [1, 4]
 

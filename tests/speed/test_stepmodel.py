@@ -10,6 +10,7 @@ from helpers import byte_tokenizer, tiny_llama
 
 from spectree.core.decode import StepStats, speculative_generate
 from spectree.speed.costmodel import CostModel
+from spectree.speed.load import REUSE_BUSY
 from spectree.speed.stepmodel import fit_steps, plain_seconds, predict_live, predict_steps, step_arrays
 from spectree.strategies import parse_strategy
 
@@ -135,6 +136,7 @@ def test_the_step_model_is_fitted_once_and_cached_beside_the_cost_model(tmp_path
     from spectree.speed import costmodel, stepmodel
 
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    monkeypatch.delenv(REUSE_BUSY, raising=False)  # the test command sets it
     monkeypatch.setattr(stepmodel, "FIT_TOKENS", 6)
     monkeypatch.setattr(stepmodel, "MAX_MEDIAN_ERROR", math.inf)  # a tiny model's 1 ms steps are all noise
     monkeypatch.setattr("spectree.speed.load.BUSY_CORES", math.inf)
@@ -151,6 +153,10 @@ def test_the_step_model_is_fitted_once_and_cached_beside_the_cost_model(tmp_path
     path.write_text(stepmodel.to_json(replace(first.step, other_cores=0.9)))
     bare, origin = costmodel.cached_cost_model("tiny", measure=False)
     assert bare.step is None and "no step model" in origin
+    monkeypatch.setenv(REUSE_BUSY, "1")  # as the test command runs: the busy fit is reused, its mark kept
+    busy = costmodel.cached_cost_model("tiny", measure=False)[0].step
+    assert busy is not None and busy.other_cores == 0.9 and not busy.plausible
+    monkeypatch.delenv(REUSE_BUSY)
     path.unlink()
     assert costmodel.cached_cost_model("tiny", measure=False)[0].step is None
 

@@ -15,7 +15,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence, Union
 
-import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
@@ -29,6 +28,7 @@ from spectree.core.policy import Policy
 from spectree.core.sampling import Sampling
 from spectree.prompts import Prompt, chat_ids, check_prompts
 from spectree.speed.load import OtherLoad, busy_warning
+from spectree.speed.stepmodel import plain_seconds, predict_live
 
 HF = "hf-generate"
 HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
@@ -219,8 +219,6 @@ def projected_seconds(g, cost) -> float:
     """The step model's seconds for a generation's own steps plus its measured prefill (NaN without a step model)."""
     if cost is None or cost.step is None:
         return math.nan
-    from spectree.speed.stepmodel import predict_live
-
     return g.prefill_s + float(predict_live(cost.step, cost, g.steps).sum()) if g.steps else g.prefill_s
 
 
@@ -229,8 +227,6 @@ def plain_projected_seconds(g, cost) -> float:
     prefix, plus the measured prefill (NaN without a step model)."""
     if cost is None or cost.step is None:
         return math.nan
-    from spectree.speed.stepmodel import plain_seconds
-
     prefixes = [s.prefix + j for s in g.steps for j in range(s.tau)]  # [Σ τ]: each committed token's prefix
     return g.prefill_s + (float(plain_seconds(cost.step, cost, prefixes).sum()) if prefixes else 0.0)
 
@@ -282,7 +278,7 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
     # to our plain loop: HF generate on our kernels where it ran, else HF generate
     anchor = HF_PACKED if (df.strategy == HF_PACKED).any() else HF
     anchor_s = df[df.strategy == anchor].set_index(["prompt", "repeat"]).seconds
-    at_anchor = np.array([anchor_s.get((p, r), math.nan) for p, r in zip(df.prompt, df.repeat)], dtype=float)
+    at_anchor = anchor_s.reindex(pd.MultiIndex.from_arrays([df.prompt, df.repeat])).to_numpy()
     projected = df.assign(seconds=df.seconds.where(df.strategy.isin(list(REFERENCES)),
                                                    df.projected_s / df.plain_s * at_anchor))
     agg["projected"] = repeat_speedups(projected, HF).median(axis=1).where(~agg.index.isin(list(REFERENCES)))

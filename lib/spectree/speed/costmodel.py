@@ -29,7 +29,7 @@ from spectree.core.manifest import beside, matches, reuse_or_rebuild
 from spectree.core.policy import Policy
 from spectree.core.paths import atomic_write_text, cache_dir
 from spectree.drafts.pairs import Pair, as_pair, load_pair
-from spectree.speed.load import reuse_busy_timings
+from spectree.speed.load import trusted
 from spectree.speed.stepmodel import StepFit, plain_seconds, predict_steps
 from spectree.core.treeattn import (
     causal_allowed,
@@ -235,12 +235,12 @@ def cost_manifest(pair: "str | Pair", machine: Optional[str] = None, sizes=SIZES
 
 
 def read_cached(path: Path) -> Optional[CostModel]:
-    """A cached cost model, or None when the file is absent or its timings are implausible (unless
-    `load.reuse_busy_timings()`)."""
+    """A cached cost model, or None when the file is absent or its timings are not to be trusted
+    (`load.trusted`)."""
     if not path.exists():
         return None
     model = CostModel(**json.loads(path.read_text()))
-    return model if model.plausible or reuse_busy_timings() else None
+    return model if trusted(model) else None
 
 
 def load_or_measure(pair: "str | Pair", target, draft_model, sizes=SIZES, prefix: int = PREFIX, repeats: int = 5,
@@ -288,7 +288,7 @@ def load_or_fit(path: Path, cost: CostModel, models: Optional[tuple], pair: str 
 
     def read() -> Optional[StepFit]:
         fit = stepmodel.from_json(out.read_text()) if out.exists() else None
-        return fit if fit is not None and (fit.plausible or reuse_busy_timings()) else None
+        return fit if fit is not None and trusted(fit) else None
 
     def build() -> Optional[StepFit]:
         if models is None:

@@ -53,11 +53,12 @@ class OtherLoad:
         self.cores = max(0.0, others / (wall - self._start[2]))
 
 
-def reuse_busy_timings() -> bool:
-    """Whether a cached timing marked as taken on a busy machine is reused rather than measured again: only where
-    the environment says so (`REUSE_BUSY`, which `run_tests.sh` sets; the suite checks behaviour, never speed).
-    The mark stays on the cache, so a run without it measures again."""
-    return os.environ.get(REUSE_BUSY, "") not in ("", "0")
+def trusted(timed) -> bool:
+    """Whether a cached timing (a cost model or step model, each with `plausible`) is used rather than measured
+    again: when plausible, or, where the environment says so (`REUSE_BUSY`, which `run_tests.sh` sets; the suite
+    checks behaviour, never speed), also when marked busy. The mark stays on the cache, so a run without it
+    measures again."""
+    return timed.plausible or os.environ.get(REUSE_BUSY, "") not in ("", "0")
 
 
 def busy_warning(cores: list[float], seconds: list[float], threshold: float = BUSY_CORES) -> Optional[str]:
@@ -74,4 +75,4 @@ def busy_warning(cores: list[float], seconds: list[float], threshold: float = BU
             f"(bar: {threshold:.2f}); its timings and speed ratios are unreliable — rerun on a quiet machine")
 
 
-__all__ = ["BUSY_CORES", "OtherLoad", "REUSE_BUSY", "busy_warning", "machine_busy_seconds", "reuse_busy_timings"]
+__all__ = ["BUSY_CORES", "OtherLoad", "REUSE_BUSY", "busy_warning", "machine_busy_seconds", "trusted"]

@@ -271,3 +271,23 @@ def test_nothing_is_carried_over_from_an_earlier_results_file(workbook, no_paper
     assert root.split("## 02_beta")[1].split("##")[0].count("No summary.json.") == 1
     for gone in ("CARRIED", "sections", "_carried"):
         assert not hasattr(results, gone)
+
+
+def test_a_default_run_with_overrides_keeps_the_root_results_and_says_them(workbook, no_papermill, capsys):
+    """`--set` (or `--pair`) makes a default run someone's own, not the reference: its header names the overrides,
+    only figures/RESULTS.md is written, and the one line says why; the same run without them writes the root file."""
+    (workbook / "notebooks").mkdir()
+    cell = {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": ["max_new_tokens: int = 64\n"],
+            "outputs": [], "execution_count": None}
+    (workbook / "notebooks" / "00_alpha.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {},
+                                                                       "nbformat": 4, "nbformat_minor": 5}))
+    runner.main(["--profile", "default", "--force", "--set", "max_new_tokens=8", "--notebooks", *NOTEBOOKS])
+    assert (workbook / "RESULTS.md").read_text() == "from the last default run\n"
+    header = (workbook / "figures" / "RESULTS.md").read_text().split("\n## ")[0].splitlines()
+    assert "- overrides: `--set max_new_tokens=8`" in header and "- profile: default" in header
+    said = [line for line in capsys.readouterr().out.splitlines() if "RESULTS.md not updated" in line]
+    assert len(said) == 1 and said[0].endswith(": this invocation's overrides (--set max_new_tokens=8)"), said
+    assert results.load_run("00_alpha")["overrides"] == "--set max_new_tokens=8"
+    runner.main(["--profile", "default", "--force", "--notebooks", *NOTEBOOKS])
+    root = (workbook / "RESULTS.md").read_text()
+    assert "- profile: default" in root and "overrides" not in root

@@ -356,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         from spectree.drafts.pairs import check_pair_name
 
         check_pair_name(args.pair)  # one clear error before any notebook runs
-    run = stamp(args.profile)
+    run = stamp(args.profile, " ".join(([f"--pair {args.pair}"] if args.pair is not None else [])
+                                       + [f"--set {item}" for item in args.sets]))
     rows = []
     for name in tqdm(names, desc=f"notebooks ({args.profile})", unit="notebook"):
         values = notebook_params(name, params.get(Path(name).stem, {}), args.pair, sets)
@@ -377,8 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     if slowest:
         print(f"slowest cells (all in {figures_dir() / 'cell_times.csv'}):\n" + "\n".join(slowest))
     if others:
-        print(f"RESULTS.md not updated (a {REFERENCE_PROFILE} run writes it only when every notebook's numbers come "
-              f"from commit {run['commit']} on this host): {'; '.join(others)}")
+        print(f"RESULTS.md not updated (a {REFERENCE_PROFILE} run writes it only with the profile's own parameters and "
+              f"when every notebook's numbers come from commit {run['commit']} on this host): {'; '.join(others)}")
     return 0
 
 

@@ -11,11 +11,12 @@ from helpers import byte_tokenizer, tiny_llama
 from spectree.core.decode import StepStats, speculative_generate
 from spectree.speed.costmodel import CostModel
 from spectree.speed.load import REUSE_BUSY
-from spectree.speed.stepmodel import fit_steps, plain_seconds, predict_live, predict_steps, step_arrays
+from spectree.speed.stepmodel import (StepFit, fit_steps, from_json, plain_seconds, predict_live, predict_steps,
+                                      step_arrays, to_json)
 from spectree.strategies import parse_strategy
 
 CURVE = CostModel("m", 256, [1, 8, 64], target_s=[0.050, 0.060, 0.120], draft_s=[0.010, 0.011, 0.020])
-TRUE = {"draft": [0.002, 1.2, 0.004], "verify": [0.010, 1.1, 0.008], "tree": [0.0001, 0.001, 2e-5, 5e-5],
+TRUE = {"draft": [0.002, 0.003, 1.2, 0.004], "verify": [0.010, 0.015, 1.1, 0.008], "tree": [0.0001, 0.001, 2e-5, 5e-5],
         "keep": [0.0003, 0.0002], "rest": [0.001, 0.0001]}
 
 
@@ -31,8 +32,8 @@ def synthetic_steps(n: int, seed: int = 0) -> list[StepStats]:
         tau = int(rng.integers(1, min(gamma, 6) + 2))
         widths = [] if gamma == 0 else [*map(int, rng.integers(1, 9, int(rng.integers(1, 6)))), tau]
         offered = 0 if gamma == 0 else int(rng.integers(gamma, 5 * gamma + 2))
-        forwards = [(w, lin("draft", CURVE.t_draft(w), w * L / 1000)) for w in widths]
-        verify = lin("verify", CURVE.t_target(gamma + 1), (gamma + 1) * L / 1000)
+        forwards = [(w, lin("draft", w > 1, CURVE.t_draft(w), w * L / 1000)) for w in widths]
+        verify = lin("verify", gamma > 0, CURVE.t_target(gamma + 1), (gamma + 1) * L / 1000)
         tree, keep = lin("tree", float(gamma > 0), offered, gamma), lin("keep", tau)
         rest = lin("rest", gamma + 1)
         steps.append(StepStats(tau, gamma, 0.0, 0.0, tree, draft_forwards=forwards, verify_forward_s=verify,
@@ -57,6 +58,23 @@ def test_the_fit_recovers_the_terms_a_step_is_made_of():
     L = np.array([100, 800])  # a plain step: the verify forward over one token, its root, keep and the rest
     assert plain_seconds(fit, CURVE, L) == pytest.approx(
         [TRUE["verify"][0] + 1.1 * 0.05 + 0.008 * x / 1000 + 0.0001 + 0.0005 + 0.0011 for x in L])
+
+
+def test_a_plain_step_is_not_priced_as_a_tree_step():
+    """A forward over more than one token pays the tree path's price in the loop (m·[n > 1]). A line through
+    t_target(n) alone, fitted on such steps, prices the one-token forward of a plain step high, which overstates
+    every tree's speedup over plain decoding; the fit with m prices it exactly (`plain_seconds`, the first test).
+    A fit of the first form (three coefficients per forward, as a GPU checklist committed them) reads as m = 0."""
+    a = step_arrays(synthetic_steps(400))
+    line = np.column_stack([np.ones(len(a["n"])), np.interp(a["n"], CURVE.sizes, CURVE.target_s), a["n"] * a["L"] / 1000])
+    c = np.linalg.lstsq(line, a["verify_s"], rcond=None)[0]
+    one_token = TRUE["verify"][0] + TRUE["verify"][2] * CURVE.t_target(1)  # at L = 0
+    assert c[0] + c[1] * CURVE.t_target(1) > one_token + 0.004  # m = 15 ms spread over the line
+    fit = fit_steps(synthetic_steps(400), CURVE)
+    assert fit.term("verify", CURVE, n=[1], L=[0])[0] == pytest.approx(one_token, rel=1e-5)
+    first_form = StepFit("m", {**TRUE, "draft": [0.002, 1.2, 0.004], "verify": [0.010, 1.1, 0.008]})
+    assert first_form.coef["verify"] == [0.010, 0.0, 1.1, 0.008] and first_form.coef["draft"] == [0.002, 0.0, 1.2, 0.004]
+    assert from_json(to_json(first_form)).coef == first_form.coef
 
 
 def test_without_a_step_model_a_step_is_its_forwards_as_before():

@@ -261,7 +261,7 @@ def load_or_measure(pair: "str | Pair", target, draft_model, sizes=SIZES, prefix
                             lambda: read_cached(path), build)
 
 
-STEP_PATH = 1  # bump when the decoding loop's timed terms change (`core.decode.StepStats`)
+STEP_PATH = 2  # bump when the loop's timed terms (`core.decode.StepStats`) or the model's form change (2: m·[n > 1])
 
 
 def steps_path(path: Path) -> Path:

@@ -10,10 +10,13 @@ A step of `core.decode.speculative_generate` is timed where each part happens (`
 
 Each term is a non-negative linear function of its sizes, fitted by `scipy.optimize.nnls` on live steps
 (`fit_steps`); the forward terms scale the cost model's timed curves (`CostModel.t_draft` / `t_target`, taken
-at one prefix) to live forwards and add the attention that grows with the prefix:
+at one prefix) to live forwards, add what a forward over more than one token pays in the loop (its tree mask and
+positions: `m`, measured at ~15 ms per verify forward on a 2-core CPU, where a line through t_target(n) alone
+priced a plain step 20% high and overstated every tree's speedup by as much) and the attention that grows with the
+prefix:
 
-    draft forward(n, L)   = a + b·t_draft(n)  + c·n·L/1000
-    verify forward(n, L)  = a + b·t_target(n) + c·n·L/1000
+    draft forward(n, L)   = a + m·[n > 1] + b·t_draft(n)  + c·n·L/1000
+    verify forward(n, L)  = a + m·[n > 1] + b·t_target(n) + c·n·L/1000
     tree(offered, γ)      = a + b·drafted + c·offered + d·γ        (drafted: 1 when the step drafted a tree)
     keep(τ)               = a + b·τ
     rest(γ)               = a + b·(γ + 1)
@@ -46,10 +49,10 @@ def _design(term: str, steps: dict, cost) -> np.ndarray:
     """The features [rows, k] of one term (`steps`: `step_arrays`' columns, or one forward per row for the
     forward terms)."""
     one = np.ones(len(next(iter(steps.values()))))
-    if term in ("draft", "verify"):  # a forward over n tokens after L: the timed curve, scaled, plus attention
-        n, L = steps["n"], steps["L"]
+    if term in ("draft", "verify"):  # a forward over n tokens after L: the tree path's price, the timed curve
+        n, L = np.asarray(steps["n"]), steps["L"]  # scaled, plus attention
         curve = cost.draft_s if term == "draft" else cost.target_s
-        return np.column_stack([one, np.interp(n, cost.sizes, curve), n * L / 1000])
+        return np.column_stack([one, n > 1, np.interp(n, cost.sizes, curve), n * L / 1000])
     if term == "tree":
         return np.column_stack([one, steps["drafted"], steps["offered"], steps["gamma"]])
     if term == "keep":
@@ -69,6 +72,12 @@ class StepFit:
     n_steps: int = 0
     source: str = ""  # what the steps were decoded from (pair, prompts, policies)
     other_cores: float = math.nan  # cores other processes used while the steps were timed (`speed.load`)
+
+    def __post_init__(self):
+        # a fit of the first form (a forward without the tree path's term, e.g. a GPU checklist's committed
+        # costmodel.json) is the present form with m = 0
+        self.coef = {term: (c[:1] + [0.0] + c[1:] if term in ("draft", "verify") and len(c) == 3 else c)
+                     for term, c in self.coef.items()}
 
     @property
     def plausible(self) -> bool:

@@ -2,6 +2,7 @@
 pair of a λ, where each claim starts to hold, the agreement a speedup needs, and the projection check; the mix
 draft itself is tested in tests/drafts/test_mix.py and on SmolLM2 in tests/test_real_model.py."""
 import math
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -116,3 +117,28 @@ def test_the_gpu_projection_prices_the_same_trees_with_each_shapes_measured_cost
     line, = [x for x in quality.gpu_lines(table, device) if "cheap-draft" in x]
     assert line.startswith("on NVIDIA H100 80GB HBM3 with a cheap-draft-shaped target (eager PyTorch), at top-1 "
                            "agreement 1.00, ")
+
+
+def test_every_eagle2_tree_notebook_11_projects_replays_on_a_narrow_logbook(tiny_target):
+    """EAGLE-2 is projected at the logbook's own K, whose top-K expansion every logbook holds (`replay.logtree`):
+    it replays however narrow the beam (at a smaller K its expansion need not lie in the beam, and notebook 11
+    lost the EAGLE-2 family and its live check on a 32-token logbook that way)."""
+    from helpers import tiny_llama
+
+    from spectree.prompts import Prompt
+    from spectree.replay.logbook import LogConfig, log_prompt
+    from spectree.replay.replay import replay
+
+    class Template:
+        def apply_chat_template(self, messages, add_generation_prompt=True):
+            return [3, 14, 15, 92, 65]
+
+    cfg = LogConfig(max_new_tokens=12, K=10, d_max=4, beam=2, b_env=1, d_env=1)
+    logbook = [log_prompt(tiny_target, tiny_llama(seed=1, layers=1), Template(), Prompt("toy", "0", "c", "x"), cfg,
+                          eos_ids=())]
+    eagle2 = quality.projection_policies(quality.SweepSettings(K=10, d_max=4), None, 0.1)["EAGLE-2"]
+    assert {p.K for p in eagle2} == {10}
+    for policy in eagle2:
+        assert len(replay(logbook, policy)), policy.spec
+    with pytest.raises(SpectreeError, match="not expanded in the logbook"):  # K = 8, as notebook 11 had it
+        replay(logbook, replace(eagle2[2], K=8))

@@ -198,7 +198,8 @@ def projection_policies(s: SweepSettings, classifier: Optional[str], pct_ratio: 
     k, d = min(8, s.K), s.d_max
     families = {"chain": [Chain(k=n) for n in range(1, min(8, d) + 1)],
                 "static k-ary": [Kary(b=2, d=n) for n in range(2, min(4, d) + 1)],
-                "EAGLE-2": [Eagle2(K=k, d_max=min(6, d), N=n) for n in (4, 8, 16, 32, 64)],
+                # at the logbook's K: its own top-K expansion is logged (`replay.logtree`), so it always replays
+                "EAGLE-2": [Eagle2(K=s.K, d_max=min(6, d), N=n) for n in (4, 8, 16, 32, 64)],
                 "DySpec": [DySpec(m=m, K=k, d_max=d) for m in (4, 8, 16, 32, 64)],
                 "DySpec threshold": [DySpecThreshold(t=t, K=k, d_max=d) for t in (0.4, 0.2, 0.1, 0.05, 0.02)],
                 "PCT": [PCT(ratio=round(pct_ratio, 3), k=w, d_max=d) for w in (1, 2, 3, 5)]}

@@ -6,10 +6,10 @@ Measured numbers are never typed into docs by hand: the runner writes `figures/R
 repository's `RESULTS.md` is written only by a default-profile run (the embedded reference run: no `--pair` or
 `--set`) in which every notebook's numbers come from this commit on this host: each notebook ran in this
 invocation, or is current (its inputs unchanged) with a recorded run (`.run.json`) of the same profile, commit and
-host, as after a resumed run. Otherwise (`from_another_run` says which notebooks and why) only figures/RESULTS.md is written; quick and
-paper runs never touch the root file. Nothing is carried over from an earlier RESULTS.md. The helpers that read a
-summary (`load_summary`, `headline`, `claims_of`; verdicts as `analysis.claims` words them) are shared with
-`figures/index.html` (`reports.runner.write_index`), so both show the same numbers.
+host, as after a resumed run. Otherwise (`from_another_run` says which notebooks and why) only figures/RESULTS.md
+is written; quick and paper runs never touch the root file. Nothing is carried over from an earlier RESULTS.md.
+The helpers that read a summary (`load_summary`, `headline`, `claims_of`; verdicts as `analysis.claims` words
+them) are shared with `figures/index.html` (`reports.runner.write_index`), so both show the same numbers.
 """
 from __future__ import annotations
 
@@ -277,8 +277,10 @@ def write_results(rows: list[dict[str, Any]], profile: str,
     run = run or stamp(profile)
     written = [figures_dir() / "RESULTS.md"]
     atomic_write_text(written[0], render(rows, run))
-    others = [] if profile != REFERENCE_PROFILE else \
-        [f"this invocation's overrides ({run['overrides']})"] if run.get("overrides") else from_another_run(rows, run)
+    others = []
+    if profile == REFERENCE_PROFILE:
+        others = [f"this invocation's overrides ({run['overrides']})"] if run.get("overrides") else \
+            from_another_run(rows, run)
     if profile == REFERENCE_PROFILE and not others:
         written.append(home() / "RESULTS.md")
         atomic_write_text(written[1], render(rows, run, links="figures/"))

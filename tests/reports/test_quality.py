@@ -119,26 +119,55 @@ def test_the_gpu_projection_prices_the_same_trees_with_each_shapes_measured_cost
                            "agreement 1.00, ")
 
 
-def test_every_eagle2_tree_notebook_11_projects_replays_on_a_narrow_logbook(tiny_target):
-    """EAGLE-2 is projected at the logbook's own K, whose top-K expansion every logbook holds (`replay.logtree`):
-    it replays however narrow the beam (at a smaller K its expansion need not lie in the beam, and notebook 11
-    lost the EAGLE-2 family and its live check on a 32-token logbook that way)."""
+@pytest.fixture(scope="module")
+def narrow_logbook(tiny_target):
+    """One prompt logged with K 10 and a beam of 2: a logbook that holds little beyond each node's top 10."""
     from helpers import tiny_llama
 
     from spectree.prompts import Prompt
     from spectree.replay.logbook import LogConfig, log_prompt
-    from spectree.replay.replay import replay
 
     class Template:
         def apply_chat_template(self, messages, add_generation_prompt=True):
             return [3, 14, 15, 92, 65]
 
     cfg = LogConfig(max_new_tokens=12, K=10, d_max=4, beam=2, b_env=1, d_env=1)
-    logbook = [log_prompt(tiny_target, tiny_llama(seed=1, layers=1), Template(), Prompt("toy", "0", "c", "x"), cfg,
-                          eos_ids=())]
+    return [log_prompt(tiny_target, tiny_llama(seed=1, layers=1), Template(), Prompt("toy", "0", "c", "x"), cfg,
+                       eos_ids=())]
+
+
+def test_every_eagle2_tree_notebook_11_projects_replays_on_a_narrow_logbook(narrow_logbook):
+    """EAGLE-2 is projected at the logbook's own K, whose top-K expansion every logbook holds (`replay.logtree`):
+    it replays however narrow the beam (at a smaller K its expansion need not lie in the beam, and notebook 11
+    lost the EAGLE-2 family and its live check on a 32-token logbook that way)."""
+    from spectree.replay.replay import replay
+
+    logbook = narrow_logbook
     eagle2 = quality.projection_policies(quality.SweepSettings(K=10, d_max=4), None, 0.1)["EAGLE-2"]
     assert {p.K for p in eagle2} == {10}
     for policy in eagle2:
         assert len(replay(logbook, policy)), policy.spec
     with pytest.raises(SpectreeError, match="not expanded in the logbook"):  # K = 8, as notebook 11 had it
         replay(logbook, replace(eagle2[2], K=8))
+
+
+def test_the_live_check_decodes_the_c2t_setting_the_projection_ranks_best(narrow_logbook):
+    """Notebook 11 checks C2T live at the setting its projection ranks best at λ 0, which replays by construction;
+    the fixed β 0.5, topk 8 it used before keeps nodes by its classifier that a narrow logbook never expanded (so
+    the default run's check lost C2T)."""
+    from spectree.replay.replay import replay
+    from spectree.speed.costmodel import CostModel
+
+    cost = CostModel("m", 0, [1, 16, 64], target_s=[0.044, 0.099, 0.240], draft_s=[0.004, 0.006, 0.012])
+    s = quality.SweepSettings(K=10, d_max=4, depth=4)
+    families = quality.projection_policies(s, "smollm2-edd", cost.ratio)
+    rows = quality.projected(narrow_logbook, {"C2T": families["C2T"]}, cost)
+    best = quality.best_by_family([quality.Quality(0.0, "smollm2-edd", {"agreement": 0.4}, [], {}, rows)])
+    live = quality.live_check_policies(best, s, cost.ratio, "smollm2-edd")
+    assert live["C2T"].spec == best.spec.iloc[0] and len(replay(narrow_logbook, live["C2T"]))
+    assert live["EAGLE-2"].K == s.K and {"chain-2", "PCT", "DySpec threshold", "SGLang"} < set(live)
+    fixed = quality.live_check_policies(pd.DataFrame(), s, cost.ratio, "smollm2-edd")["C2T"]
+    assert (fixed.beta, fixed.topk) == (0.5, 8)
+    with pytest.raises(SpectreeError, match="not expanded in the logbook"):
+        replay(narrow_logbook, fixed)
+    assert "C2T" not in quality.live_check_policies(pd.DataFrame(), s, cost.ratio, None)

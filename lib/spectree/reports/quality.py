@@ -35,7 +35,7 @@ from spectree.core.policy import Policy
 from spectree.replay.logbook import LogConfig, LoggedPrompt, notebook_logbook, read_logbook
 from spectree.replay.replay import as_forest
 from spectree.reports.explorer import score
-from spectree.strategies import C2T, PCT, Chain, DySpec, DySpecThreshold, Eagle2, Kary
+from spectree.strategies import C2T, PCT, Chain, DySpec, DySpecThreshold, Eagle2, Kary, autoregressive, parse_strategy
 from spectree.strategies.c2t import ClassifierTraining
 from spectree.strategies.sequoia import acceptance_vector
 
@@ -380,6 +380,23 @@ def residual_rows(cost) -> list[dict[str, Any]]:
              "live steps": cost.step.n_steps} for term, r in cost.step.residuals.items() if r]
 
 
+def live_check_policies(best: pd.DataFrame, s: SweepSettings, pct_ratio: float, classifier: Optional[str]
+                        ) -> dict[str, Policy]:
+    """Notebook 11's live check at λ = 0, label → policy: our AR loop, chain-2, PCT, DySpec's threshold tree, EAGLE-2
+    at the logbook's K, SGLang's rule and C2T (with `classifier`, the λ 0 logbook's). C2T is the setting the
+    projection ranks best at λ 0 (`best`: `best_by_family`), so one that replays: C2T keeps nodes by its classifier,
+    not by P, so a fixed setting can keep a node the logbook's beam did not expand (β 0.5, topk 8 did, on the default
+    logbook). Without such a row, C2T at β 0.5 stands in and the check reports it not replayable."""
+    ranked = best[(best.weight == 0.0) & (best.family == "C2T")].spec.tolist() if len(best) else []
+    c2t = ([parse_strategy(ranked[0])] if ranked else
+           [C2T(beta=0.5, K=min(8, s.K), d_max=min(6, s.depth), topk=8, classifier=classifier)] if classifier else [])
+    return {"AR (our loop)": autoregressive(), "chain-2": Chain(k=2),
+            "PCT": PCT(ratio=round(pct_ratio, 3), k=5, d_max=min(10, s.d_max)),
+            "DySpec threshold": DySpecThreshold(t=0.05, K=min(8, s.K), d_max=s.d_max),
+            "EAGLE-2": Eagle2(K=s.K, d_max=min(6, s.depth), N=16),
+            "SGLang": parse_strategy("sglang:steps=3,topk=4,tokens=8"), **{"C2T": p for p in c2t}}
+
+
 def projection_check(live: pd.DataFrame, projected_rows: pd.DataFrame, labels: dict[str, str], n_prompts: int,
                      tolerance: float = 0.10) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The projection against a live run of the same prompts at λ = 0: `live` is `speed.bench.summarize_runs`
@@ -412,4 +429,4 @@ def projection_check(live: pd.DataFrame, projected_rows: pd.DataFrame, labels: d
 __all__ = ["mix_pair", "mix_models", "quality_logbook", "agreement", "flip_weights", "weights_for", "mix_weights",
            "SweepSettings", "strategy_claims", "analysis_claims", "projection_policies", "projected", "Quality", "measure",
            "flips", "readings_table", "best_by_family", "agreement_needed", "REGIME_WORDS", "gpu_cost_models", "gpu_projection",
-           "gpu_lines", "residual_rows", "projection_check", "SPEED_LINES"]
+           "gpu_lines", "residual_rows", "live_check_policies", "projection_check", "SPEED_LINES"]

@@ -142,13 +142,12 @@ def test_every_eagle2_tree_notebook_11_projects_replays_on_a_narrow_logbook(narr
     lost the EAGLE-2 family and its live check on a 32-token logbook that way)."""
     from spectree.replay.replay import replay
 
-    logbook = narrow_logbook
     eagle2 = quality.projection_policies(quality.SweepSettings(K=10, d_max=4), None, 0.1)["EAGLE-2"]
     assert {p.K for p in eagle2} == {10}
     for policy in eagle2:
-        assert len(replay(logbook, policy)), policy.spec
+        assert len(replay(narrow_logbook, policy)), policy.spec
     with pytest.raises(SpectreeError, match="not expanded in the logbook"):  # K = 8, as notebook 11 had it
-        replay(logbook, replace(eagle2[2], K=8))
+        replay(narrow_logbook, replace(eagle2[2], K=8))
 
 
 def test_the_live_check_decodes_the_c2t_setting_the_projection_ranks_best(narrow_logbook):

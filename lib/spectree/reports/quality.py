@@ -387,14 +387,17 @@ def live_check_policies(best: pd.DataFrame, s: SweepSettings, pct_ratio: float, 
     projection ranks best at λ 0 (`best`: `best_by_family`), so one that replays: C2T keeps nodes by its classifier,
     not by P, so a fixed setting can keep a node the logbook's beam did not expand (β 0.5, topk 8 did, on the default
     logbook). Without such a row, C2T at β 0.5 stands in and the check reports it not replayable."""
-    ranked = best[(best.weight == 0.0) & (best.family == "C2T")].spec.tolist() if len(best) else []
-    c2t = ([parse_strategy(ranked[0])] if ranked else
-           [C2T(beta=0.5, K=min(8, s.K), d_max=min(6, s.depth), topk=8, classifier=classifier)] if classifier else [])
-    return {"AR (our loop)": autoregressive(), "chain-2": Chain(k=2),
-            "PCT": PCT(ratio=round(pct_ratio, 3), k=5, d_max=min(10, s.d_max)),
-            "DySpec threshold": DySpecThreshold(t=0.05, K=min(8, s.K), d_max=s.d_max),
-            "EAGLE-2": Eagle2(K=s.K, d_max=min(6, s.depth), N=16),
-            "SGLang": parse_strategy("sglang:steps=3,topk=4,tokens=8"), **{"C2T": p for p in c2t}}
+    policies = {"AR (our loop)": autoregressive(), "chain-2": Chain(k=2),
+                "PCT": PCT(ratio=round(pct_ratio, 3), k=5, d_max=min(10, s.d_max)),
+                "DySpec threshold": DySpecThreshold(t=0.05, K=min(8, s.K), d_max=s.d_max),
+                "EAGLE-2": Eagle2(K=s.K, d_max=min(6, s.depth), N=16),
+                "SGLang": parse_strategy("sglang:steps=3,topk=4,tokens=8")}
+    ranked = best[(best.weight == 0.0) & (best.family == "C2T")].spec if len(best) else []
+    if len(ranked):
+        policies["C2T"] = parse_strategy(ranked.iloc[0])
+    elif classifier:
+        policies["C2T"] = C2T(beta=0.5, K=min(8, s.K), d_max=min(6, s.depth), topk=8, classifier=classifier)
+    return policies
 
 
 def projection_check(live: pd.DataFrame, projected_rows: pd.DataFrame, labels: dict[str, str], n_prompts: int,

@@ -111,7 +111,10 @@ def eagle2_sweep(Ns: Sequence[int], K: int = 10, d_max: int = 6) -> list[Policy]
     return [Eagle2(K=K, d_max=d_max, N=n) for n in Ns]
 
 
-def c2t_sweep(betas: Sequence[float], topks: Sequence[int] = (0, 4, 6, 8), K: int = 10, d_max: int = 6,
+C2T_TOPKS = (0, 4, 8, 15, 20, 25, 30)  # second pruning per layer: none, two below K, C2T Table 5's 15–30
+
+
+def c2t_sweep(betas: Sequence[float], topks: Sequence[int] = C2T_TOPKS, K: int = 10, d_max: int = 6,
               classifier: str = "smollm2-edd") -> list[Policy]:
     """C2T β sweep without (topk 0) and with second pruning, topk nodes per layer (C2T Fig. 4, Table 5)."""
     return [C2T(beta=b, K=K, d_max=d_max, topk=t, classifier=classifier) for t in topks for b in betas]
@@ -179,7 +182,7 @@ def gunjur_sweep(d: int = 4, deep: int = 8, cutoff: float = 2.5) -> list[Policy]
 
 
 def standard_sweeps(K: int = 10, d_max: int = 11, depth: int = 6, Ns: Sequence[int] = (10, 20, 40, 60, 80),
-                    betas: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8), topks: Sequence[int] = (0, 4, 6, 8),
+                    betas: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8), topks: Sequence[int] = C2T_TOPKS,
                     budgets: Sequence[int] = (8, 16, 32, 64), widths: Sequence[int] = (1, 2, 3, 4, 5),
                     pct_ratio: float = 0.1, classifier: Optional[str] = None,
                     acceptance: Optional[Sequence[float]] = None) -> dict[str, list[Policy]]:

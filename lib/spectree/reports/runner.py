@@ -195,7 +195,8 @@ def kernel_manager_class() -> type:
     the unencrypted traffic could be read by anyone on the machine. As Jupyter's own server does, the connection
     file goes into Jupyter's runtime directory (private to the user) and the sockets beside it
     (`<runtime>/kernel-<id>-ipc-<n>`), removed at shutdown with the file. TCP where zmq has no IPC (Windows) or
-    the sockets' path would be too long for one (a runtime directory deep down, IPC_PATH_MAX)."""
+    the sockets' path would be too long for one (a runtime directory deep down, IPC_PATH_MAX). No interrupt at
+    shutdown (see `_async_interrupt_kernel`)."""
     import zmq
     from jupyter_client import AsyncKernelManager
     from jupyter_core.paths import jupyter_runtime_dir
@@ -213,6 +214,12 @@ def kernel_manager_class() -> type:
             runtime = jupyter_runtime_dir()
             ensure_dir_exists(runtime, 0o700)
             return os.path.join(runtime, f"kernel-{uuid.uuid4()}.json")
+
+        async def _async_interrupt_kernel(self) -> None:
+            # no SIGINT before the shutdown request: after the last cell it can only land in an idle handler and
+            # print "KeyboardInterrupt caught in kernel" (a race); the request, then a kill, stop a busy kernel anyway
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
 
     return IPCKernelManager
 

@@ -1,5 +1,7 @@
 """Replay over a `Forest` (every logged tree at once): the per-group selections it relies on, the node table,
 and the one clear error where a logbook cannot replay a policy."""
+from dataclasses import asdict, replace
+
 import numpy as np
 import pytest
 from helpers import tiny_llama
@@ -8,9 +10,13 @@ from spectree.core.errors import SpectreeError
 from spectree.core.groups import kth_largest, rank_in_group, smallest_in_runs, top_in_groups
 from spectree.prompts import Prompt
 from spectree.replay.forest import Forest, tile
-from spectree.replay.logbook import LogConfig, log_prompt
-from spectree.replay.replay import replay
+from spectree.replay.logbook import LogConfig, log_prompt, logbook_manifest
+from spectree.replay.replay import replay, summarize
+from spectree.analysis import sweeps
+from spectree.analysis.surfaces import hand_set_classifier
+from spectree.core.paths import artifact_path
 from spectree.strategies import parse_strategy
+from spectree.strategies.c2t import C2T, save_classifier
 
 
 class Template:
@@ -47,6 +53,40 @@ def test_unlogged_nodes_give_one_clear_error(logbook):
                     Prompt("toy", "9", "c", "x"), narrow, eos_ids=())
     with pytest.raises(SpectreeError, match="was not expanded in the logbook"):
         replay([lp], parse_strategy("kary:b=2,d=3"))
+
+
+def test_c2t_envelope_makes_every_c2t_setting_at_or_above_its_beta_replay(tmp_path, monkeypatch):
+    """A classifier that trusts unlikely tokens keeps nodes off every joint-probability beam: a narrow logbook
+    cannot replay C2T, the same logbook with C2T's envelope at β 0.5 replays C2T at every β ≥ 0.5 and topk."""
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    save_classifier(hand_set_classifier(-8.0, 0.0, 0.0, bias=1.0), artifact_path("c2t", "contrarian"))
+    narrow = LogConfig(max_new_tokens=8, K=4, d_max=3, beam=1, b_env=1, d_env=1)
+    enveloped = replace(narrow, c2t="contrarian", c2t_beta=0.5)
+    assert narrow.record() == {k: v for k, v in asdict(narrow).items() if not k.startswith("c2t")}
+    assert enveloped.key() != narrow.key()
+    with pytest.raises(SpectreeError, match="C2T classifier .* is missing"):  # before any model loads
+        logbook_manifest([], replace(narrow, c2t="absent"))
+    target, draft = tiny_llama(0, layers=3), tiny_llama(seed=1, layers=1)
+    def logged(cfg):
+        return [log_prompt(target, draft, Template(ids), Prompt("toy", str(i), "c", "x"), cfg, eos_ids=())
+                for i, ids in enumerate([[3, 4, 5], [9, 8, 7, 6]])]
+    narrow_book, env_book = logged(narrow), logged(enveloped)
+    settings = [C2T(beta=b, K=k, d_max=3, topk=t, classifier="contrarian")
+                for b in (0.5, 0.6, 0.7) for t in (0, 1, 2) for k in (3, 4)]
+    with pytest.raises(SpectreeError, match="was not expanded in the logbook"):
+        replay(narrow_book, C2T(beta=0.5, K=4, d_max=3, topk=2, classifier="contrarian"))
+    for policy in settings:
+        steps = replay(env_book, policy)
+        assert steps.gamma.sum() > 0, policy.spec  # C2T drafted: its kept nodes were off the joint's beam
+    for spec in ("eagle2:K=3,d_max=3,N=6", "chain:k=3"):  # the envelope only adds: other policies score the same
+        assert replay(env_book, parse_strategy(spec)).tau.tolist() == replay(narrow_book, parse_strategy(spec)).tau.tolist()
+    # notebook 02: C2T's settings score on their own logbook, every other policy on the shared one
+    chain, c2t = parse_strategy("chain:k=2"), settings[0]
+    table = sweeps.sweep(narrow_book, [chain, c2t], own={"c2t": env_book}).set_index("spec")
+    assert table.replayable.all() and table.loc[c2t.spec, "tau"] == summarize(replay(env_book, c2t))["tau"]
+    assert not sweeps.sweep(narrow_book, [chain, c2t]).set_index("spec").loc[c2t.spec, "replayable"]
+    with pytest.raises(SpectreeError, match="other prompts"):
+        sweeps.sweep(narrow_book, [c2t], own={"c2t": env_book[:1]})
 
 
 def test_rank_in_group():

@@ -44,8 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(lg, "mtbench:16", 128)
     from spectree.replay.logbook import LogConfig
     for f in fields(LogConfig):
-        if f.name not in ("pair", "max_new_tokens"):
+        if f.name not in ("pair", "max_new_tokens", "c2t", "c2t_beta"):
             lg.add_argument(f"--{f.name.replace('_', '-')}", type=_whole(1), default=f.default)
+    lg.add_argument("--c2t", default="", help="a C2T classifier (data/c2t/NAME.safetensors): its tree at --c2t-beta "
+                                              "is expanded too, so C2T at every β >= it replays")
+    lg.add_argument("--c2t-beta", type=_number(0, 1, closed=True), default=0.5)
     lg.add_argument("--name", help="logbook name (default: the prompt spec)")
     tr = sub.add_parser("train", help="distil a one-layer draft (EDD / VDM) from the target; resumable")
     tr.add_argument("--name", required=True, help="checkpoint name, e.g. smollm2-edd")

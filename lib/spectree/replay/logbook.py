@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Optional
@@ -24,12 +24,13 @@ from tqdm.auto import tqdm
 
 from spectree.core.decode import greedy_continuation, walk_continuation
 from spectree.core.errors import SpectreeError
-from spectree.core.manifest import digest, inside, resume_or_refuse, resume_or_restart
-from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir, check_name
+from spectree.core.manifest import digest, file_digest, inside, resume_or_refuse, resume_or_restart
+from spectree.core.paths import artifact_path, atomic_write_bytes, atomic_write_text, cache_dir, check_name
 from spectree.core.sampling import Sampling
 from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
 from spectree.prompts import Prompt, chat_ids
 from spectree.replay.logtree import LogTree
+from spectree.strategies.c2t import load_classifier
 
 LOG_FORMAT = 4  # 2: the beam grows from the previous beam only (replay.logtree); 3: node sources, prompt ids;
 # 4: EAGLE-2's top-K beam and every root child's rank-0 continuation expanded too
@@ -44,6 +45,8 @@ class LogConfig:
     beam: int = 10  # nodes expanded per layer by joint probability
     b_env: int = 2  # plus every node with path ranks < b_env at depth < d_env
     d_env: int = 4
+    c2t: str = ""  # a C2T classifier (data/c2t/<c2t>.safetensors): its tree at c2t_beta is expanded too
+    c2t_beta: float = 0.5  # (`replay.logtree`: C2T at any β ≥ c2t_beta then replays)
 
     def __post_init__(self):
         if not isinstance(self.pair, str):  # a `Pair` value: the config holds (and files record) its name
@@ -51,13 +54,24 @@ class LogConfig:
         for key, value in asdict(self).items():
             if isinstance(value, int) and value < 1:
                 raise SpectreeError(f"logbook: {key} must be positive, got {value}")
+        if self.c2t:
+            check_name(self.c2t, "C2T classifier")
+        if not 0.0 <= self.c2t_beta <= 1.0:
+            raise SpectreeError(f"logbook: c2t_beta must be in [0, 1], got {self.c2t_beta}")
+
+    def record(self) -> dict:
+        """The config as files record it: without the C2T envelope's fields when there is none (so the logbooks
+        made before it keep their names and manifests)."""
+        out = asdict(self)
+        return out if self.c2t else {k: v for k, v in out.items() if k not in ("c2t", "c2t_beta")}
 
     def policy(self):
-        return LogTree(self.K, self.d_max, self.beam, self.b_env, self.d_env)
+        model = load_classifier(artifact_path("c2t", self.c2t)) if self.c2t else None
+        return LogTree(self.K, self.d_max, self.beam, self.b_env, self.d_env, self.c2t_beta, model)
 
     def key(self) -> str:
         """Names the logbook folder: the config plus the logbook format (bumped when what is logged changes)."""
-        return digest({**asdict(self), "format": LOG_FORMAT})[:10]
+        return digest({**self.record(), "format": LOG_FORMAT})[:10]
 
 
 @dataclass
@@ -171,9 +185,14 @@ def logbook_manifest(prompts: list[Prompt], cfg: LogConfig, dtype=None, device=N
               **({} if kind == "cpu" else {"device": kind})}
     pair = as_pair(cfg.pair)  # parsed once for both digests
     target = target_digest(pair)
-    return {**asdict(cfg), "format": LOG_FORMAT, "prompts": [p.key for p in prompts],
+    envelope = {}
+    if cfg.c2t:  # the classifier's weights: a retrained one at the same name is logged again
+        path = artifact_path("c2t", cfg.c2t)
+        load_classifier(path)  # one clear error for a missing or damaged classifier, before any model loads
+        envelope = {"c2t_weights": file_digest(path)}
+    return {**cfg.record(), "format": LOG_FORMAT, "prompts": [p.key for p in prompts],
             "texts": digest([p.text for p in prompts]), "draft": draft_digest(pair),
-            **({} if target is None else {"target": target}), **placed}
+            **({} if target is None else {"target": target}), **envelope, **placed}
 
 
 def _legacy_manifest(out: Path, wanted: dict) -> Optional[dict]:
@@ -210,7 +229,7 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
     else:
         resume_or_refuse(out, wanted, any(out.glob("*.parquet")), "pass another --name, or delete it to log again",
                          legacy)
-    atomic_write_text(out / "config.json", json.dumps(asdict(cfg), indent=1))  # the LogConfig, for readers
+    atomic_write_text(out / "config.json", json.dumps(cfg.record(), indent=1))  # the LogConfig, for readers
     todo = [(i, p) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]
     if todo:
         target, draft, tok = models or load_pair(cfg.pair, device=device, dtype=dtype)
@@ -233,6 +252,18 @@ def notebook_logbook(prompts: str, cfg: LogConfig, models=None) -> Path:
     from spectree.prompts import parse_prompt_spec
 
     return write_logbook(parse_prompt_spec(prompts), cfg, logbook_tag(prompts), models=models, rebuild=True)
+
+
+def c2t_logbook(logbook: list[LoggedPrompt], cfg: LogConfig, classifier: str, beta: float,
+                models=None) -> list[LoggedPrompt]:
+    """C2T's own logbook of `logbook`'s prompts (the same greedy path): C2T's tree at `beta` expanded
+    (`replay.logtree`) on top of `cfg`'s K and depth, without its beams (beam, b_env, d_env 1), so that C2T at every
+    β ≥ beta and any topk replays on it at a fraction of logging `cfg` again. It serves C2T's settings only
+    (`analysis.sweeps.sweep`'s `own`): notebook 02's scored prompts once their classifier is trained. Cached under
+    the classifier's name, logged again when the classifier or anything else it is made from changes."""
+    env = replace(cfg, beam=1, b_env=1, d_env=1, c2t=classifier, c2t_beta=beta)
+    return read_logbook(write_logbook([lp.prompt for lp in logbook], env, f"{check_name(classifier, 'classifier')}-c2t",
+                                      models=models, rebuild=True))
 
 
 def read_logbook(path: Path) -> list[LoggedPrompt]:

@@ -84,17 +84,18 @@ def score(source: Union[Logbook, Forest], policy: Policy) -> dict[str, Any]:
 
 
 def sweep(logbook: Logbook, policies: Policies, desc: str = "replay sweep",
-          own: Mapping[str, Logbook] = {}) -> pd.DataFrame:
+          own: Optional[Mapping[str, Logbook]] = None) -> pd.DataFrame:
     """One row per policy and scope (dataset "all", then each dataset when there are several; unreplayable
     policies one row of NaN and the reason); a policy listed in several groups is scored once. `own` maps a policy
     name to the logbook its settings are scored on instead, of the same prompts (C2T's: `logbook.c2t_logbook`)."""
     groups = policies if isinstance(policies, Mapping) else {"": list(policies)}
     jobs = [(group, policy) for group, listed in groups.items() for policy in listed]
-    forest, done, rows = Forest.of(logbook), {}, []
-    forests = {name: Forest.of(book) for name, book in own.items()}
-    for name, book in own.items():
-        if [lp.prompt.key for lp in book] != [lp.prompt.key for lp in logbook]:
+    keys = [lp.prompt.key for lp in logbook]
+    for name, book in (own or {}).items():
+        if [lp.prompt.key for lp in book] != keys:
             raise SpectreeError(f"sweep: {name}'s own logbook holds other prompts than the sweep's")
+    forest, done, rows = Forest.of(logbook), {}, []
+    forests = {name: Forest.of(book) for name, book in (own or {}).items()}
     for group, policy in tqdm(jobs, desc=desc, unit="policy"):
         if policy.spec not in done:
             done[policy.spec] = score(forests.get(policy.name, forest), policy)

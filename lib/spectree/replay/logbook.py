@@ -262,8 +262,8 @@ def c2t_logbook(logbook: list[LoggedPrompt], cfg: LogConfig, classifier: str, be
     (`analysis.sweeps.sweep`'s `own`): notebook 02's scored prompts once their classifier is trained. Cached under
     the classifier's name, logged again when the classifier or anything else it is made from changes."""
     env = replace(cfg, beam=1, b_env=1, d_env=1, c2t=classifier, c2t_beta=beta)
-    return read_logbook(write_logbook([lp.prompt for lp in logbook], env, f"{check_name(classifier, 'classifier')}-c2t",
-                                      models=models, rebuild=True))
+    return read_logbook(write_logbook([lp.prompt for lp in logbook], env, f"{classifier}-c2t", models=models,
+                                      rebuild=True))  # the name checked by LogConfig
 
 
 def read_logbook(path: Path) -> list[LoggedPrompt]:

@@ -1,6 +1,6 @@
 """CAPE (Du et al., GLIDE with a CAPE), the EDD paper's baseline: as many children as the parent's confidence
-bucket allows, and only the top-1 node of each layer expanded (EDD §4.3: "it only expands based on the top-1 node
-each time")."""
+bucket allows, and only the top-1 node of each layer expanded (EDD §4.2, line ~614: "it only expands based on the
+top-1 node each time")."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""EAGLE-2 (Li et al. 2024): expand, then rerank. C2T §2.2 (lines ~53–57 of its text) states the rule: "each token in
+"""EAGLE-2 (Li et al. 2024): expand, then rerank. C2T §2.2 (lines ~49–57 of its text) states the rule: "each token in
 current layer generates TopK tokens. Then, among all the generated tokens, the TopK tokens are selected to generate
 the next tree layer" for d_max rounds (T1: K + (d_max − 1)·K² drafted nodes); then "rerank all nodes in T1" by
 joint probability P and keep the top N (T2, a subtree: a child's P never exceeds its parent's).

@@ -167,7 +167,7 @@ def gunjur_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def wasted_passes(runs: list[Run]) -> pd.DataFrame:
     """Per (strategy, prompt, repeat): seconds and the draft passes thrown away, Σ over steps of the tree's depth −
-    its accepted tokens (τ − 1): the layers drafted past the first mismatch (Gunjur s1 l.205); the depth is the
+    its accepted tokens (τ − 1): the layers drafted past the first mismatch (Gunjur s1 l.127); the depth is the
     run's `depth_sum` (NaN for the reference rows, which draft nothing)."""
     df = pd.DataFrame([r.__dict__ for r in runs])
     df["wasted"] = df.depth_sum.astype(float) - (df.tau_sum - df.forwards)
@@ -178,7 +178,7 @@ def gunjur_per_prompt(runs: list[Run]) -> pd.DataFrame:
     """Gunjur et al. Fig. 5/6: one row per (method, prompt, repeat) of Gunjur's methods — seconds saved against
     its baseline, chain-4, on the same prompt and repeat (seconds(chain-4) − seconds(method), per prompt as the
     paper subtracts them) and the reduction in wasted draft passes (wasted(chain-4) − wasted(method),
-    `wasted_passes`). Both > 0 favour the method (s1 l.205)."""
+    `wasted_passes`). Both > 0 favour the method (s1 l.127)."""
     df = wasted_passes(runs)
     base = df[df.strategy == GUNJUR_BASELINE].set_index(["prompt", "repeat"])
     rows = df[df.strategy.isin(GUNJUR_ROWS.values()) & (df.strategy != GUNJUR_BASELINE)]

@@ -116,7 +116,7 @@ def test_cape_expands_only_the_top1_node_of_each_layer_with_widths_7_5_3_1():
     assert len(flat) - 1 == 35  # confidence 0.25 everywhere: 7 per layer, not 7 + 49 + … (every node expanded)
 
 
-# --- EAGLE-2 as C2T describes it (seed 000 lines ~53–57) --------------------------------------------------------
+# --- EAGLE-2 as C2T describes it (seed 000 lines ~49–57) --------------------------------------------------------
 
 @pytest.mark.parametrize("K, d_max", [(2, 3), (3, 3), (4, 3), (3, 5)])
 def test_eagle2_reranks_all_of_t1(K, d_max):

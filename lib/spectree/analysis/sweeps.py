@@ -90,12 +90,12 @@ def sweep(logbook: Logbook, policies: Policies, desc: str = "replay sweep",
     name to the logbook its settings are scored on instead, of the same prompts (C2T's: `logbook.c2t_logbook`)."""
     groups = policies if isinstance(policies, Mapping) else {"": list(policies)}
     jobs = [(group, policy) for group, listed in groups.items() for policy in listed]
-    keys = [lp.prompt.key for lp in logbook]
-    for name, book in (own or {}).items():
+    own, keys = own or {}, [lp.prompt.key for lp in logbook]
+    for name, book in own.items():
         if [lp.prompt.key for lp in book] != keys:
             raise SpectreeError(f"sweep: {name}'s own logbook holds other prompts than the sweep's")
     forest, done, rows = Forest.of(logbook), {}, []
-    forests = {name: Forest.of(book) for name, book in (own or {}).items()}
+    forests = {name: Forest.of(book) for name, book in own.items()}
     for group, policy in tqdm(jobs, desc=desc, unit="policy"):
         if policy.spec not in done:
             done[policy.spec] = score(forests.get(policy.name, forest), policy)

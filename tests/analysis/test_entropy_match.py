@@ -6,6 +6,7 @@ from synthetic_tokens import each_token_a_prompt, of_prompts, per_prompt, prompt
 
 from spectree.analysis import claims as C
 from spectree.analysis import entropy_match
+from spectree.core.errors import SpectreeError
 
 
 def rates(match_rate, count=100, width=0.5):
@@ -93,10 +94,15 @@ def test_at_a_temperature_a_drawn_token_matches_with_the_targets_probability_of_
     min(1, T/D) accepts the top-1 token surely, but the target's own draw equals the draft's with probability
     Σ D·T = 0.5 (Alg. 1: t_sampled ∈ the tree's keys). A second position: D {a: 0.9, b: 0.1}, T {a: 0.2, b: 0.8}."""
     t = of_prompts([0, 0, 0, 0], position=[0, 0, 1, 1], rank=[0, 1, 0, 1], p=[0.5, 0.5, 0.9, 0.1],
-                   target_prob=[0.5, 0.5, 0.2, 0.8], accept=[1.0, 1.0, 0.2 / 0.9, 1.0], entropy=[0.69, 0.69, 0.33, 0.33])
+                   target_prob=[0.5, 0.5, 0.2, 0.8], accept=[1.0, 1.0, 0.2 / 0.9, 1.0], entropy=[0.69, 0.69, 0.33, 0.33],
+                   entropy_raw=[2.5, 2.5, 1.2, 1.2])  # the raw (T = 1) distribution is flatter than D at 0.4
     drawn = entropy_match.drawn_tokens(t, temperature=0.4)
     assert drawn.accept.tolist() == pytest.approx([0.5, 0.9 * 0.2 + 0.1 * 0.8])
-    assert drawn.entropy.tolist() == pytest.approx([0.69, 0.33]) and len(drawn) == 2  # one row per position
+    assert drawn.entropy.tolist() == pytest.approx([2.5, 1.2]) and len(drawn) == 2  # one row per position
+    sampled = entropy_match.drawn_tokens(t, temperature=0.4, entropy_of="sampled")  # D's entropy at T
+    assert sampled.entropy.tolist() == pytest.approx([0.69, 0.33]) and sampled.accept.equals(drawn.accept)
+    with pytest.raises(SpectreeError, match="entropy_of must be one of"):
+        entropy_match.drawn_tokens(t, temperature=0.4, entropy_of="tempered")
     greedy = entropy_match.drawn_tokens(t.assign(accept=[1.0, 0.0, 0.0, 0.0]), temperature=0.0)
     assert greedy.accept.tolist() == [1.0, 0.0]  # T = 0: the top-1 token, matched 0/1
 
@@ -107,8 +113,8 @@ def test_the_crossover_is_read_at_the_temperature_the_tokens_were_drawn():
     rows = []
     for k in range(10):
         for pos, (h, q) in enumerate(zip(np.repeat([0.25, 0.75, 1.25, 1.75], 20), np.repeat([0.9, 0.7, 0.3, 0.1], 20))):
-            rows.append(dict(prompt=k, position=pos, rank=0, p=0.5, target_prob=q, accept=1.0, entropy=h))
-            rows.append(dict(prompt=k, position=pos, rank=1, p=0.5, target_prob=q, accept=1.0, entropy=h))
+            rows.append(dict(prompt=k, position=pos, rank=0, p=0.5, target_prob=q, accept=1.0, entropy=h, entropy_raw=h))
+            rows.append(dict(prompt=k, position=pos, rank=1, p=0.5, target_prob=q, accept=1.0, entropy=h, entropy_raw=h))
     t = of_prompts(np.array([r["prompt"] for r in rows]), **{c: np.array([r[c] for r in rows]) for c in rows[0] if c != "prompt"})
     old = gunjur(entropy_match.top1_tokens(t))
     assert old[0]["details"]["crossover"] is None and old[0]["verdict"] == "does not hold"

@@ -338,6 +338,7 @@ EVERY_POLICY = {
     "chain (DyMax)": lambda: parse_strategy("chain:k=3,stop=dymax,threshold=0.4"),
     "chain (DyJoint)": lambda: parse_strategy("chain:k=3,stop=dyjoint,threshold=0.2"),
     "vct": lambda: parse_strategy("vct:w=2,d=2"),
+    "kary (top b, Gunjur's static tree)": lambda: parse_strategy("kary:b=2,d=2,offer=top"),
     "sequences": lambda: parse_strategy("sequences:k=3,d=2"),
     "sequoia": lambda: parse_strategy("sequoia:n=5,p=0.6/0.2/0.1"),
     "entropy": lambda: EntropyBranching(d=2, k_max=3, branching=lambda h: 2 if h < 1.0 else 3),
@@ -358,7 +359,7 @@ EVERY_POLICY = {
 def test_the_chi_square_harness_covers_every_registered_policy():
     from spectree.strategies import REGISTRY
 
-    names = {make().name for make in EVERY_POLICY.values()} | {"kary"}  # k-ary: the configurations above
+    names = {make().name for make in EVERY_POLICY.values()}  # k-ary's draws: the configurations above too
     assert names | {"ar"} == set(REGISTRY)
     assert {make().sampling_safe for make in EVERY_POLICY.values()} == {True, False}  # both verification paths
 
@@ -371,7 +372,7 @@ def test_every_policy_keeps_the_target_distribution_as_it_finalizes(label: str) 
     run = sample_pairs(policy, sampling, N_POLICY, seed=zlib.crc32(label.encode()) % 10_000)
     stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(World.build(len(CTX0) + 1 + policy.d_max),
                                                                       sampling))
-    how = "draws, Alg. 3" if policy.sampling_safe else "top-K, fixed proposals"
+    how = "top-K, fixed proposals" if offer_sampling(policy, sampling).greedy else "draws, Alg. 3"
     print(f"\n[{policy.spec} ({how})] N={len(run.pairs)} chi2={stat:.2f} cells={cells} p={p:.4f} | "
           f"mean accepted={run.accepted:.3f} | {run.seconds:.1f}s")
     assert run.second_steps > 0.01 * len(run.pairs)

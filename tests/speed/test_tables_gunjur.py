@@ -1,6 +1,7 @@
 """Gunjur et al. Fig. 5/6: per prompt, seconds saved against chain-4 vs the reduction in wasted draft passes."""
 import math
 
+import pandas as pd
 import pytest
 
 from spectree.speed.bench import HF, Run
@@ -26,9 +27,11 @@ def test_gunjur_scatter_is_seconds_saved_against_chain4_and_passes_saved_per_pro
     runs = [run(HF, "p", 8.0, 64, 64, 0), run("chain-4", "p", 6.0, 20, 50, 80),
             run("dyn width only", "p", 5.0, 15, 50, 400), run("static b=2 d=4", "p", 6.5, 18, 50, 540),
             run(HF, "q", 8.0, 64, 64, 0), run("chain-4", "q", 6.0, 20, 50, 80),
-            run("dyn width only", "q", 7.0, 25, 50, 700)]
+            run("dyn width only", "q", 7.0, 25, 50, 700), run("naive width", "q", 6.5, 20, 45, 110),
+            run("chain-5", "q", 5.5, 18, 50, 90)]  # not one of Gunjur's methods
     out = gunjur_per_prompt(runs).set_index(["strategy", "prompt"])
-    assert sorted(out.index) == [("dyn width only", "p"), ("dyn width only", "q"), ("static b=2 d=4", "p")]
+    assert sorted(out.index) == [("dyn width only", "p"), ("dyn width only", "q"), ("naive width", "q"),
+                                 ("static b=2 d=4", "p")]  # naive width: a Fig. 5 panel (s1 l.129)
     # chain-4 wastes 20·4 − 30 = 50; dyn width only on p: 15·4 − 35 = 25 (25 fewer) and 1 s faster
     assert out.loc[("dyn width only", "p"), ["seconds_saved", "wasted_reduction"]].tolist() == pytest.approx([1.0, 25.0])
     assert out.loc[("dyn width only", "q"), ["seconds_saved", "wasted_reduction"]].tolist() == pytest.approx([-1.0, -25.0])
@@ -53,3 +56,36 @@ def test_a_live_run_records_each_trees_depth():
                           warmup=False)
     by = {r.strategy: r for r in runs}
     assert by["chain"].depth_sum == 3 * by["chain"].forwards and by["ar"].depth_sum == 0 and math.isnan(by[HF].depth_sum)
+
+
+def test_gunjur_rows_are_the_papers_methods_as_it_drafts_them():
+    """The static tree takes the top b at T > 0, as the dynamic trees do ("selecting b top tokens", s1 l.73, l.125);
+    naive width is timed for Fig. 5 but is no column of Fig. 2's table."""
+    from spectree.core.drafting import offer_sampling
+    from spectree.core.sampling import Sampling
+    from spectree.speed.tables import GUNJUR_ROWS, GUNJUR_SCATTER, gunjur_table, speed_strategies
+
+    policies = speed_strategies(0.1, "0.6/0.2", None)
+    warm = Sampling(temperature=0.6)
+    for label in GUNJUR_SCATTER:
+        if label != "chain-4" and label != "simple cutoff":  # the chains sample, as speculative decoding does
+            assert offer_sampling(policies[label], warm).greedy, label
+    assert not offer_sampling(policies["VCT w=3 d=5"], warm).greedy  # another static tree still draws
+    assert policies["naive width"].spec == "naive_width:d=10"  # k = 4, cutoff 1 nats: simple cutoff's chain
+    table = pd.DataFrame({"method": list(GUNJUR_SCATTER), "ms_per_token": [10.0, 9, 8, 7, 6, 12],
+                          "tokens_per_s": [100.0, 111, 125, 143, 167, 83]})
+    assert list(gunjur_table(table).method) == list(GUNJUR_ROWS)
+
+
+def test_the_paper_profiles_guard_admits_gunjurs_depth_4_tree_and_only_his():
+    """B(H) ≤ 7 to depth 4 (s1 l.131, l.143) is 2,801 nodes at worst: past the CPU's 1,024-node guard, inside
+    GUNJUR_PAPER_GUARD, which the paper profile gives notebook 03's Gunjur trees and no other policy."""
+    from spectree.speed.tables import GUNJUR_PAPER_GUARD, speed_strategies
+
+    cpu = speed_strategies(0.1, "0.6/0.2", None, gunjur_depth=4)
+    paper = speed_strategies(0.1, "0.6/0.2", None, gunjur_depth=4, gunjur_guard=GUNJUR_PAPER_GUARD)
+    assert "more than the 1,024-node guard" in cpu["dyn width only"].oversized()
+    assert paper["dyn width only"].worst_case() == (2801, 4) and paper["dyn width only"].oversized() is None
+    assert "2,801-node guard" in paper["dyn width + depth"].oversized()  # depth 8 may still outgrow it
+    assert {label for label, p in paper.items() if p.max_nodes != cpu[label].max_nodes} == {"dyn width only",
+                                                                                          "dyn width + depth"}

@@ -189,6 +189,8 @@ def test_dyn_depth_stops_high_entropy_branches_and_naive_width_branches_last():
 def test_unknown_chain_stop_rule_is_refused():
     with pytest.raises(SpectreeError, match="unknown stop rule"):
         parse_strategy("chain:stop=sometimes")
+    with pytest.raises(SpectreeError, match="kary: offer must be 'draws' or 'top'"):
+        parse_strategy("kary:b=2,offer=best")
 
 
 @pytest.mark.parametrize("spec, message", [("chain:k=abc", "k must be a whole number"),

@@ -19,6 +19,7 @@ import pandas as pd
 from spectree.analysis.claims import MIN_PROMPTS, all_of, claim, cluster_rule, prompt_interval_rule
 from spectree.analysis.rules import prompt_codes, prompt_sums
 from spectree.analysis.stats import spearman, spearman_rule, uniform_bin
+from spectree.core.errors import SpectreeError
 
 MATCH_EDGES = tuple(np.round(np.arange(0.0, 11.0 + 1e-9, 0.25), 2))  # Gunjur Fig. 1 histogram bins (nats)
 
@@ -28,18 +29,28 @@ def top1_tokens(tokens: pd.DataFrame) -> pd.DataFrame:
     return tokens[tokens.examined & (tokens["rank"] == 0)]
 
 
-def drawn_tokens(tokens: pd.DataFrame, temperature: float) -> pd.DataFrame:
+# whose entropy Fig. 1 bins, the paper names neither (s1 l.58: "recorded the logits … to calculate their
+# respective entropies"): the draft's raw distribution softmax(logits), what B(H) and simple cutoff read live at every
+# temperature (`core.drafting.child_candidates`), or the distribution at T the token is drawn from
+ENTROPY_OF = {"logits": "entropy_raw", "sampled": "entropy"}
+
+
+def drawn_tokens(tokens: pd.DataFrame, temperature: float, entropy_of: str = "logits") -> pd.DataFrame:
     """Gunjur Fig. 1's population: one row per examined draft position (prompt, position, depth, entropy, accept),
     `accept` the probability that the drafted token matches the target's. T = 0: the top-1 token, matched 0/1
-    (`top1_tokens`). T > 0 (`token_tables.temperature_tokens`: the top tokens x of the draft's distribution D at T,
-    p = D(x), target_prob = the target's T(x) at T, entropy of D): the draft draws x with probability D(x) and the
-    target's own draw equals it with probability T(x), so the match probability is Σ D(x)·T(x) / Σ D(x) over the
-    table's tokens (renormalised to the drawn token being among them). DySpec's min(1, T/D) is not Gunjur's match."""
+    (`top1_tokens`), its entropy the raw distribution's. T > 0 (`token_tables.temperature_tokens`: the top tokens x
+    of the draft's distribution D at T, p = D(x), target_prob = the target's T(x) at T): the draft draws x with
+    probability D(x) and the target's own draw equals it with probability T(x), so the match probability is
+    Σ D(x)·T(x) / Σ D(x) over the table's tokens (renormalised to the drawn token being among them); `entropy` is
+    the raw distribution's (`entropy_of="logits"`) or D's at T ("sampled", `ENTROPY_OF`). DySpec's min(1, T/D) is
+    not Gunjur's match."""
+    if entropy_of not in ENTROPY_OF:
+        raise SpectreeError(f"entropy_of must be one of {sorted(ENTROPY_OF)}, got {entropy_of!r}")
     if temperature == 0:
         return top1_tokens(tokens)[["prompt", "position", "depth", "entropy", "accept"]].reset_index(drop=True)
     t = tokens[tokens.examined].assign(matched=lambda d: d.p * d.target_prob)
     g = t.groupby(["prompt", "position", "depth"], sort=True)
-    out = g.agg(entropy=("entropy", "first"), mass=("p", "sum"), matched=("matched", "sum")).reset_index()
+    out = g.agg(entropy=(ENTROPY_OF[entropy_of], "first"), mass=("p", "sum"), matched=("matched", "sum")).reset_index()
     return out.assign(accept=out.matched / out.mass)[["prompt", "position", "depth", "entropy", "accept"]]
 
 

@@ -87,7 +87,9 @@ def temperature_tokens(logbook: list[LoggedPrompt], pair: str, temperature: floa
                        models: Any = None) -> pd.DataFrame:
     """Depth-1 token table at temperature T: at every logged position (context = the target's greedy output),
     the top-`top` tokens x of the draft distribution D at T, with p = D(x), the target's T(x) at T and
-    accept = min(1, T(x) / D(x)), the probability that stochastic verification accepts x if it is drafted."""
+    accept = min(1, T(x) / D(x)), the probability that stochastic verification accepts x if it is drafted.
+    `entropy` is D's (at T); one extra column, `entropy_raw`, is the entropy of the draft's raw distribution
+    softmax(logits) (T = 1): what B(H) and the entropy cutoffs read live (`core.drafting.child_candidates`)."""
     from spectree.core.decode import walk_continuation
     from spectree.core.sampling import entropy, topm_entropy
     from spectree.drafts.pairs import load_pair
@@ -110,7 +112,8 @@ def temperature_tokens(logbook: list[LoggedPrompt], pair: str, temperature: floa
         p, x = d.topk(top, dim=-1)  # [n, top]
         tp = t.gather(-1, x)
         n = len(drafts)
-        per_position = {"entropy": entropy(d), "entropy_topm": topm_entropy(d_logits, TOP_M), "confidence": p[:, 0]}
+        per_position = {"entropy": entropy(d), "entropy_topm": topm_entropy(d_logits, TOP_M), "confidence": p[:, 0],
+                        "entropy_raw": entropy(torch.softmax(d_logits * temperature, dim=-1))}
         frames.append(pd.DataFrame({
             "prompt": i, "dataset": lp.prompt.dataset, "position": np.repeat(np.arange(n), top), "depth": 1,
             "rank": np.tile(np.arange(top), n), "token": x.flatten().numpy(),

@@ -26,7 +26,7 @@ from spectree.core.policy import Policy
 from spectree.prompts import Prompt
 from spectree.speed.bench import HF, HF_PACKED, REFERENCES, Run, run_strategies, summarize_runs
 from spectree.strategies import C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching, Kary
-from spectree.strategies import Sequences, Sequoia, autoregressive
+from spectree.strategies import NaiveWidth, Sequences, Sequoia, autoregressive
 
 
 def equal_budget_sequences(m: int, K: int = 8) -> Sequences:
@@ -40,20 +40,23 @@ def equal_budget_sequences(m: int, K: int = 8) -> Sequences:
 
 
 def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[str], budget: int = 32,
-                     K: int = 8, depth: int = 6, gunjur_depth: int = 4) -> dict[str, Policy]:
+                     K: int = 8, depth: int = 6, gunjur_depth: int = 4, gunjur_guard: Optional[int] = None
+                     ) -> dict[str, Policy]:
     """label → policy for the live table (PCT's s_d/s_t and Sequoia's p are measured inputs). EAGLE-2 and C2T draft
     with K children per node to `depth` (C2T's main tables: 15 and 10); DySpec, SpecInfer-style sequences and
     Sequoia get the same `budget` of draft tokens; Gunjur's B(H) trees go to `gunjur_depth` (the paper's 4: with a
-    draft of high entropy B(H) = 7 at every node, 2,800 nodes a tree). Besides the papers' settings it times three
-    small trees, the sizes a CPU rewards on prepacked kernels (docs/decoder.md)."""
+    draft of high entropy B(H) = 7 at every node, 2,801 nodes a tree, past the CPU's node guard unless `gunjur_guard`
+    raises it for them: `GUNJUR_PAPER_GUARD` admits the paper's depth-4 tree). Besides the papers' settings it times
+    three small trees, the sizes a CPU rewards on prepacked kernels (docs/decoder.md)."""
     policies: dict[str, Policy] = {
         "AR (our loop)": autoregressive(),
         "chain-2": Chain(k=2),
         "chain-4": Chain(k=4),
         "chain-5": Chain(k=5),
-        "static b=2 d=4": Kary(b=2, d=4),
+        "static b=2 d=4": Kary(b=2, d=4, offer="top"),  # Gunjur's static tree: the top b, as its dynamic ones
         "VCT w=3 d=5": VCT(w=3, d=5),
         "simple cutoff": Chain(k=10, stop="entropy", threshold=1.0),  # C2T Table 3: dynamic chains of at most 10
+        "naive width": NaiveWidth(k=4, d=10, cutoff=1.0),  # Gunjur Fig. 5: simple cutoff's chain, top 4 at its end
         "DyMax chain": Chain(k=10, stop="dymax", threshold=0.3),
         "DyJoint chain": Chain(k=10, stop="dyjoint", threshold=0.08),
         "dyn width only": EntropyBranching(d=gunjur_depth),
@@ -68,6 +71,9 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
         "PCT": PCT(ratio=round(sd_over_st, 3), k=5, d_max=10),
         "CAPE": CAPE(d=5),
     }
+    for label in ("dyn width only", "dyn width + depth"):
+        if gunjur_guard is not None:  # the paper fixes no node count (s1 l.149): its tree, not the CPU, sets the guard
+            policies[label].max_nodes = gunjur_guard
     if classifier:  # C2T's main tables: one TopK for both prunings (K per node scored, K per layer kept)
         policies["C2T β=0.5"] = C2T(beta=0.5, K=K, d_max=depth, topk=K, classifier=classifier)
     return policies
@@ -149,9 +155,11 @@ def by_category(runs: list[Run]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
 
+GUNJUR_PAPER_GUARD = 1 + 7 + 7 ** 2 + 7 ** 3 + 7 ** 4  # B(H) ≤ 7 to "a fixed depth of four" (s1 l.131, l.143)
 GUNJUR_BASELINE = "chain-4"  # Gunjur et al.'s baseline: speculative decoding without tree batches, 4 tokens
 GUNJUR_ROWS = {"Baseline": GUNJUR_BASELINE, "Static": "static b=2 d=4", "Simple cutoff": "simple cutoff",
-               "Dyn width+depth": "dyn width + depth", "Dyn width only": "dyn width only"}
+               "Dyn width+depth": "dyn width + depth", "Dyn width only": "dyn width only"}  # Fig. 2's table
+GUNJUR_SCATTER = (*GUNJUR_ROWS.values(), "naive width")  # Fig. 5/6: naive width is read off Fig. 5 (s1 l.129), not in Fig. 2
 
 
 def gunjur_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -181,7 +189,7 @@ def gunjur_per_prompt(runs: list[Run]) -> pd.DataFrame:
     `wasted_passes`). Both > 0 favour the method (s1 l.127)."""
     df = wasted_passes(runs)
     base = df[df.strategy == GUNJUR_BASELINE].set_index(["prompt", "repeat"])
-    rows = df[df.strategy.isin(GUNJUR_ROWS.values()) & (df.strategy != GUNJUR_BASELINE)]
+    rows = df[df.strategy.isin(GUNJUR_SCATTER) & (df.strategy != GUNJUR_BASELINE)]
     key = pd.MultiIndex.from_frame(rows[["prompt", "repeat"]])
     return rows.assign(seconds_saved=base.seconds.reindex(key).to_numpy() - rows.seconds,
                        wasted_reduction=base.wasted.reindex(key).to_numpy() - rows.wasted).reset_index(drop=True)
@@ -292,4 +300,4 @@ def temperature_claims(table: pd.DataFrame, rows: pd.DataFrame, temp: float, bud
 
 
 __all__ = ["speed_strategies", "equal_budget_sequences", "speed_table", "best_tree", "head_reference", "saved_best_tree",
-           "per_prompt", "by_category", "gunjur_table", "wasted_passes", "gunjur_per_prompt", "dyspec_layout", "speed_claims", "temperature_claims"]
+           "per_prompt", "by_category", "gunjur_table", "GUNJUR_PAPER_GUARD", "wasted_passes", "GUNJUR_SCATTER", "gunjur_per_prompt", "dyspec_layout", "speed_claims", "temperature_claims"]

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy, Rows, spec_field
 from spectree.core.tree import DraftTree
 
@@ -15,16 +16,28 @@ SiblingPath = tuple[int, ...]  # offer order of each node among its siblings, fr
 
 @dataclass
 class Kary(Policy):
-    """Full b-ary tree of depth d (Gunjur et al.'s static baseline is b = 2, d = 4)."""
+    """Full b-ary tree of depth d (Gunjur et al.'s static baseline is b = 2, d = 4). At T > 0 its children are the
+    draft's draws without replacement (`offer=draws`), or its top b verified as fixed proposals (`offer=top`):
+    Gunjur's static tree is its dynamic trees' machinery with b fixed, "selecting b top tokens" (s1 l.73, l.125)."""
 
     b: int = 2
     d: int = 4
+    offer: str = "draws"  # draws | top: what the draft offers at T > 0 (greedy: the top b either way)
 
     name = "kary"
     features = frozenset()
     sampling_safe = True
     param_names: ClassVar[dict[str, str]] = {"K": "b", "d_max": "d"}
     fixed_size = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.offer not in ("draws", "top"):
+            raise SpectreeError(f"kary: offer must be 'draws' or 'top', got '{self.offer}'")
+
+    @property
+    def proposes_top(self) -> bool:
+        return self.offer == "top"
 
     @property
     def K(self) -> int:

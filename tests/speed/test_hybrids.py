@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE
-from spectree.speed.bench import HF, HF_LOOKUP, HF_PACKED, Run
+from spectree.speed.bench import HF, HF_LOOKUP, HF_PACKED, Mismatch, Run
 from spectree.speed import hybrids
 from spectree.strategies import Hybrid, parse_strategy
 
@@ -69,3 +69,10 @@ def test_the_lossless_grid_fails_on_any_mismatch_and_needs_enough_prompts():
     assert skipped["verdict"] == INCONCLUSIVE and "cape:d=4+lookup" in skipped["ours"]  # a skipped setting is named
     runs[-1].tokens = [2] * 32
     assert hybrids.lossless_claim(runs, min_prompts=4)["verdict"] == FAILS
+    # a near-tie of float32's logit noise passes, as in the GPU checklist's claim; any other mismatch fails
+    label, prompt = runs[-1].strategy, runs[-1].prompt
+    tie = Mismatch(prompt, label, 2, 32, 32, 3.8e-6, True, 13.6)  # 4 ulps apart at 13.6: the AVX2 host's case
+    held = hybrids.lossless_claim(runs, min_prompts=4, mismatches=[tie])
+    assert held["verdict"] == HOLDS and f"near-ties (rounding): {label} on {prompt} at 2 (top-2 gap 3.8e-06)" in held["ours"]
+    bug = Mismatch(prompt, label, 2, 32, 32, 2.5, False, 13.6)
+    assert hybrids.lossless_claim(runs, min_prompts=4, mismatches=[tie, bug])["verdict"] == FAILS

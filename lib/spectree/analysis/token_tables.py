@@ -106,14 +106,15 @@ def temperature_tokens(logbook: list[LoggedPrompt], pair: str, temperature: floa
             targets.append(target_logits[prefix - 1])  # row prefix - 1 predicts the token at prefix
         if not drafts:
             continue
-        d_logits = torch.stack(drafts) / temperature  # [n, V]
+        raw = torch.stack(drafts)  # [n, V] the draft's logits
+        d_logits = raw / temperature
         d = torch.softmax(d_logits, dim=-1)
         t = torch.softmax(torch.stack(targets).float() / temperature, dim=-1)
         p, x = d.topk(top, dim=-1)  # [n, top]
         tp = t.gather(-1, x)
         n = len(drafts)
         per_position = {"entropy": entropy(d), "entropy_topm": topm_entropy(d_logits, TOP_M), "confidence": p[:, 0],
-                        "entropy_raw": entropy(torch.softmax(d_logits * temperature, dim=-1))}
+                        "entropy_raw": entropy(torch.softmax(raw, dim=-1))}
         frames.append(pd.DataFrame({
             "prompt": i, "dataset": lp.prompt.dataset, "position": np.repeat(np.arange(n), top), "depth": 1,
             "rank": np.tile(np.arange(top), n), "token": x.flatten().numpy(),

@@ -15,7 +15,7 @@ import pandas as pd
 from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, Evidence, all_of, claim
 from spectree.core.policy import Policy
 from spectree.prompts import Prompt
-from spectree.speed.bench import HF, HF_LOOKUP, HF_PACKED, REFERENCES, Run, repeat_speedups
+from spectree.speed.bench import HF, HF_LOOKUP, HF_PACKED, REFERENCES, Mismatch, Run, repeat_speedups
 from spectree.speed.lengths import long_prompts
 from spectree.speed.tables import prompt_rows, speed_table, versus
 from spectree.strategies import autoregressive, parse_strategy
@@ -68,7 +68,7 @@ def _per_repeat(runs: list[Run], reference: str = HF) -> pd.DataFrame:
 
 
 def lossless_claim(grid_runs: list[Run], grid: Sequence[str] = (), min_prompts: int = 100,
-                   mismatches: Sequence[Any] = ()) -> dict[str, Any]:
+                   mismatches: Sequence[Mismatch] = ()) -> dict[str, Any]:
     """0 mismatches with HF generate on ≥ min_prompts prompts for every setting of the grid (greedy), a mismatch
     passing only at a near-tie of the target dtype's logit noise (`bench.find_mismatches`' `tie`, the rule of the
     GPU checklist's claim, `reports.gpu_summary.lossless_claim`): a setting whose outputs differ with no such
@@ -77,9 +77,9 @@ def lossless_claim(grid_runs: list[Run], grid: Sequence[str] = (), min_prompts: 
     table = speed_table(grid_runs).set_index("strategy").drop(index=[HF, HF_PACKED], errors="ignore")
     prompts = len({r.prompt for r in grid_runs})
     wrong = table.index[table.exact < 1].tolist()
-    tied = {m.strategy for m in mismatches if m.tie}
-    bugs = [label for label in wrong if label not in tied or any(m.strategy == label and not m.tie for m in mismatches)]
-    ties = [m for m in mismatches if m.tie and m.strategy not in bugs]
+    explained = {m.strategy for m in mismatches if m.tie} - {m.strategy for m in mismatches if not m.tie}
+    bugs = [label for label in wrong if label not in explained]  # a mismatch no near-tie explains, or none named
+    ties = [m for m in mismatches if m.strategy in explained]
     missing = [label for label in grid if label not in table.index]
     verdict = FAILS if bugs else HOLDS if prompts >= min_prompts and not missing else INCONCLUSIVE
     ours = (f"{len(table)} settings × {prompts} prompts: " + (f"mismatches in {bugs}" if bugs else "0 mismatches")

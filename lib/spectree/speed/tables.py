@@ -71,8 +71,8 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
         "PCT": PCT(ratio=round(sd_over_st, 3), k=5, d_max=10),
         "CAPE": CAPE(d=5),
     }
-    for label in ("dyn width only", "dyn width + depth"):
-        if gunjur_guard is not None:  # the paper fixes no node count (s1 l.149): its tree, not the CPU, sets the guard
+    if gunjur_guard is not None:  # the paper fixes no node count (s1 l.149): its tree, not the CPU, sets the guard
+        for label in ("dyn width only", "dyn width + depth"):
             policies[label].max_nodes = gunjur_guard
     if classifier:  # C2T's main tables: one TopK for both prunings (K per node scored, K per layer kept)
         policies["C2T β=0.5"] = C2T(beta=0.5, K=K, d_max=depth, topk=K, classifier=classifier)

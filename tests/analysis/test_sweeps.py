@@ -34,7 +34,7 @@ def logbook(tiny_target):
 
 def test_score_matches_replay_and_splits_by_dataset(logbook):
     result = sweeps.score(logbook, parse_strategy("kary:b=2,d=2"))
-    assert result["replayable"] and result["name"] == "kary" and result["params"] == {"b": 2, "d": 2}
+    assert result["replayable"] and result["name"] == "kary" and result["params"] == {"b": 2, "d": 2, "offer": "draws"}
     assert result["spec"] == "kary:d=2"  # the canonical spec: non-default parameters only
     reference = summarize(replay(logbook, parse_strategy("kary:b=2,d=2")))
     assert {k: result[k] for k in reference} == pytest.approx(reference)

@@ -379,9 +379,10 @@ def test_every_policy_keeps_the_target_distribution_as_it_finalizes(label: str) 
     assert p > P_MIN, f"committed pairs do not follow the target: chi2={stat:.1f}, p={p:.2e}"
 
 
-def test_dyspec_keeps_the_target_distribution_when_draws_are_warped_and_slot_values_are_not() -> None:
-    """At T = 0.6 with top-p the children are drawn from the warped draft distribution while DySpec's slot values
-    read the raw one (docs/fidelity.md): still value-blind, so still lossless."""
+def test_dyspec_keeps_the_target_distribution_with_slot_values_of_the_warped_draft() -> None:
+    """At T = 0.6 with top-p the children are drawn from the warped draft distribution and DySpec's slot values read
+    that distribution's R[y] (Alg. 1, docs/fidelity.md): a slot's value is still known before its token, so the
+    tree stays unbiased and the output lossless."""
     policy, sampling = parse_strategy("dyspec:m=6,K=3,d_max=3"), Sampling(temperature=0.6, top_p=0.9)
     run = sample_pairs(policy, sampling, N_POLICY, seed=6060)
     stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(World.build(len(CTX0) + 1 + policy.d_max),

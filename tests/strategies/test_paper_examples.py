@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers import grow_offline, synthetic_draft, tree_paths
 
-from spectree.strategies import (CAPE, PCT, Chain, DySpec, DySpecThreshold, Eagle2, NaiveWidth, SGLang,
+from spectree.strategies import (CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, NaiveWidth, SGLang,
                                  parse_strategy)
 from spectree.strategies.c2t import C2T, C2TClassifier
 
@@ -101,6 +101,16 @@ def test_dyspec_threshold_tree_is_alg2s_tree(seed):
     assert tree_paths(tree) == dyspec_layers(probs, t, K, d_max)
 
 
+# --- VCT as EDD ran it (seed 003 line ~1361: width 3, depth 5) --------------------------------------------------
+
+def test_vct_is_the_full_3_ary_tree_of_depth_5():
+    import itertools
+
+    tree = grow_offline(VCT(w=3, d=5), synthetic_draft(random_draft(3)))  # the draft offers 6; VCT takes the top 3
+    assert len(tree) - 1 == 3 + 9 + 27 + 81 + 243
+    assert tree_paths(tree) == {p for d in range(1, 6) for p in itertools.product(range(3), repeat=d)}
+
+
 # --- CAPE (seed 003 line ~614, its Table 2 settings at lines ~1362–1372) ---------------------------------------
 
 def test_cape_expands_only_the_top1_node_of_each_layer_with_widths_7_5_3_1():
@@ -121,18 +131,22 @@ def test_cape_expands_only_the_top1_node_of_each_layer_with_widths_7_5_3_1():
 @pytest.mark.parametrize("K, d_max", [(2, 3), (3, 3), (4, 3), (3, 5)])
 def test_eagle2_reranks_all_of_t1(K, d_max):
     probs = random_draft(7)
-    t1 = grow_offline(Eagle2(K=K, d_max=d_max, N=10_000), synthetic_draft(probs, K=K))
-    assert len(t1) - 1 == K + (d_max - 1) * K * K  # |T1|: K², not K, nodes drafted per later layer
-    # T2 is the top N of all of T1 by joint P, unexpanded nodes included
+    # |T1|: K², not K, nodes drafted per later layer; N counts the root, so N = |T1| + 1 verifies all of T1 (C2T's
+    # "TopN = 1011 (meaning no recall …)" at K 10, d_max 11: 10 + 10·100 = 1010 drafted nodes, s0 l.348)
+    t1_size = K + (d_max - 1) * K * K
+    t1 = grow_offline(Eagle2(K=K, d_max=d_max, N=t1_size + 1), synthetic_draft(probs, K=K))
+    assert len(t1) == t1_size + 1
+    assert len(grow_offline(Eagle2(K=K, d_max=d_max, N=t1_size), synthetic_draft(probs, K=K))) == t1_size
+    # T2 is the top N − 1 of all of T1 by joint P, unexpanded nodes included, and the root
     n = K * d_max
-    t2 = grow_offline(Eagle2(K=K, d_max=d_max, N=n), synthetic_draft(probs, K=K))
+    t2 = grow_offline(Eagle2(K=K, d_max=d_max, N=n + 1), synthetic_draft(probs, K=K))
     best = sorted(t1.joint[1:].tolist(), reverse=True)[:n]
     assert sorted(t2.joint[1:].tolist(), reverse=True) == pytest.approx(best)
 
 
 def test_eagle2_and_sglang_build_the_same_tree():
     probs = random_draft(11)
-    ours = grow_offline(Eagle2(K=4, d_max=5, N=7), synthetic_draft(probs, K=4))
+    ours = grow_offline(Eagle2(K=4, d_max=5, N=8), synthetic_draft(probs, K=4))  # both count the root
     engine = grow_offline(SGLang(steps=5, topk=4, tokens=8), synthetic_draft(probs, K=4))
     assert tree_paths(ours) == tree_paths(engine)
 

@@ -45,7 +45,7 @@ def test_cape_width_follows_parent_confidence(conf, width):
 
 
 def test_eagle2_drafts_every_offer_expands_top_k_per_layer_and_reranks_to_n():
-    policy = parse_strategy("eagle2:K=2,d_max=3,N=2")
+    policy = parse_strategy("eagle2:K=2,d_max=3,N=3")  # N = 3 tokens verified: the root and 2 drafts
     assert select_on(policy, candidates(1.0, [0.5, 0.1, 0.3])).tolist() == [True, True, True]
     layer = DraftTree.root(0, 5)
     new = layer.add(candidates(1.0, [0.5, 0.1, 0.3]))
@@ -317,3 +317,33 @@ def test_a_lazy_column_is_computed_only_where_read_and_equals_the_eager_one():
     assert np.allclose(again, eager[[1, 1]]) and asked == [[2, 3]]
     fields = table.node_fields(rows)  # exporting the rows computes the rest
     assert np.allclose(fields["entropy_topm"], eager.repeat(2)) and asked == [[2, 3], [0, 1, 4, 5]]
+
+
+def test_a_drawn_childs_p_is_of_the_distribution_it_was_drawn_from():
+    """DySpec's Alg. 1 values a slot with the R[y] it draws y from (s2 l.147–149; its draft at T 0.6, l.192): at
+    T = 0.6 a root of raw p [0.48, 0.32, 0.20] draws from [0.574, 0.292, 0.133], so after t0 its child slot (0.574)
+    beats the next sibling slot (0.426) — by raw p it would lose (0.48 against 0.52). Entropy and confidence stay
+    the raw distribution's (what Gunjur's B(H) and CAPE read)."""
+    from spectree.core.drafting import child_candidates
+    from spectree.core.sampling import Sampling
+    from spectree.core.tree import root_columns
+
+    raw = torch.tensor([0.48, 0.32, 0.20])
+    logits, features = torch.log(raw)[None], frozenset({"draft_prob", "entropy"})  # [f=1, V=3]
+    warped = torch.softmax(logits[0] / 0.6, -1)  # [V]
+    first_drawn = set()
+    for seed in range(12):
+        table = NodeTable(root_columns(7, computed_columns(features, greedy=False)), np.zeros(1, int), 1)
+        frontier = Rows(Growth(table, grown=np.ones(1, dtype=bool)), np.zeros(1, dtype=np.int64))
+        cols, _ = child_candidates(frontier, logits, 3, Sampling(temperature=0.6), torch.Generator().manual_seed(seed),
+                                   features)
+        tok = torch.from_numpy(cols["tokens"])
+        assert np.allclose(cols["draft_prob"], warped[tok]) and np.allclose(cols["joint"], cols["draft_prob"])
+        assert np.allclose(cols["confidence"], 0.48) and np.allclose(cols["entropy"], -(raw * raw.log()).sum())
+        rows = Rows(Growth(table, grown=np.ones(4, dtype=bool)), table.append(cols))
+        slots = rows.slot_value()  # [3] the slots the draws went into: 1, 1 − R[y1], 1 − R[y1] − R[y2]
+        assert np.allclose(slots, 1 - np.concatenate([[0], np.cumsum(warped[tok].numpy())[:-1]]), atol=1e-6)
+        first_drawn.add(int(tok[0]))
+        if tok[0] == 0:  # the paper's chain: t0's child slot outranks its next sibling's
+            assert rows.joint[0] > slots[1]
+    assert 0 in first_drawn

@@ -67,7 +67,7 @@ def permute(tree: DraftTree, order: torch.Tensor) -> DraftTree:
 
 
 def dfs_tree(tree: DraftTree) -> DraftTree:
-    """DySpec §4.3 / App. C reordering: the tree renumbered in DFS pre-order."""
+    """DySpec App. C reordering: the tree renumbered in DFS pre-order."""
     return permute(tree, tree.dfs_order())
 
 

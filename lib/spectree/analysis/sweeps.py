@@ -114,7 +114,7 @@ def per_category(logbook: Logbook, policy: Policy) -> pd.DataFrame:
 
 
 def eagle2_sweep(Ns: Sequence[int], K: int = 10, d_max: int = 6) -> list[Policy]:
-    """EAGLE-2 top-N sweep (C2T Fig. 4, Table 4: K = 10, d_max = 6)."""
+    """EAGLE-2 top-N sweep (C2T Table 4's K = 10, d_max = 6 by default; Fig. 4 runs K 15, d_max 10)."""
     return [Eagle2(K=K, d_max=d_max, N=n) for n in Ns]
 
 
@@ -148,7 +148,7 @@ def chain_sweep(d_max: int = 10, lengths: Optional[Sequence[int]] = None, classi
     return out + ([C2T(beta=b, K=1, d_max=d_max, topk=0, classifier=classifier) for b in betas] if classifier else [])
 
 
-EDD_EAGLE2 = (10, 6, 50)  # EAGLE-2 as EDD ran it: 10 per expansion, depth 6, 50 draft tokens (EDD l.1370)
+EDD_EAGLE2 = (10, 6, 50)  # EAGLE-2 as EDD ran it: 10 per expansion, depth 6, "total number of draft tokens" 50 (EDD l.1370: EAGLE-2's total_token, the root counted)
 
 
 def edd_table2_sweep(K: int = 10, d_max: int = 6, N: int = 50, pct_ratio: float = 0.1, pct_depth: int = 10,

@@ -116,7 +116,10 @@ def host(t: torch.Tensor) -> np.ndarray:
 def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sampling,
                      generator: Optional[torch.Generator], features: frozenset = OPTIONAL_FEATURES,
                      kept: Optional[torch.Tensor] = None) -> tuple[dict[str, np.ndarray], Optional[torch.Tensor]]:
-    """Up to k children per frontier node, with features from the raw (T = 1) draft distribution.
+    """Up to k children per frontier node, with features from the raw (T = 1) draft distribution — but for `p`
+    (`draft_prob`, `joint`) when sampling: a drawn child's p is its probability under the warped distribution it
+    was drawn from, the R[y] with which DySpec's Alg. 1 values the slots it samples y from (s2 l.147–149, its draft
+    at temperature 0.6, l.192); entropy and confidence stay the raw distribution's (what Gunjur and CAPE read).
 
     frontier: [f] rows of a `NodeTable` (their `idx`, `depth`, and `joint` when "draft_prob" is wanted); logits:
     [f, V] draft logits there. Greedy: the top-k tokens. Stochastic: k tokens sampled without replacement from the
@@ -152,7 +155,7 @@ def child_candidates(frontier: Rows, logits: torch.Tensor, k: int, sampling: Sam
             top_logit = top[:, 0] if sampling.greedy else logits.amax(-1)  # [f]
             cols["entropy"] = host(softmax_entropy(probs, logits, top_logit, p_max)).repeat(k)
         if wants_p:
-            p = host(probs.gather(-1, tok))  # [f, k]
+            p = host((probs if sampling.greedy else warped).gather(-1, tok))  # [f, k]: of the offered distribution
             cols.update(draft_prob=p.ravel(), joint=(frontier.joint[:, None] * p).ravel(),
                         confidence=host(p_max).repeat(k))
     row = np.arange(f).repeat(k)  # [c] each candidate's frontier row

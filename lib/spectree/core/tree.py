@@ -35,7 +35,7 @@ class Nodes:
     tokens       [n] long   token id
     parents      [n] long   index of the parent in the tree (-1 for the root)
     depth        [n] long   0 for the root
-    draft_prob   [n] float  p of the token under its parent's draft distribution (T = 1)
+    draft_prob   [n] float  p of the token under its parent's draft distribution (T = 1; when drawn: the warped one)
     joint        [n] float  P = product of p along the root path
     entropy      [n] float  entropy (nats, full vocabulary) of the distribution the node was drawn from
     entropy_topm [n] float  the same entropy over the renormalised top-M probabilities
@@ -156,7 +156,7 @@ class DraftTree(Nodes):
         return torch.nonzero(~has_child).flatten()
 
     def dfs_order(self) -> torch.Tensor:
-        """Node indices in depth-first pre-order (children in index order), DySpec §4.3."""
+        """Node indices in depth-first pre-order (children in index order), DySpec App. C."""
         kids: list[list[int]] = [[] for _ in range(len(self))]
         for i, p in enumerate(self.parents.tolist()):
             if p >= 0:

@@ -112,7 +112,7 @@ class Explorer:
         return {
             "C2T": {"beta": _float("β (C2T)", 0.5, 0.0, 1.0, 0.01), "topk": _int("topK per layer (0 = off)", 0, 0, K),
                     **shape(10, depth)},
-            "EAGLE-2": {"N": _int("N (rerank)", 20, 1, 128), **shape(10, depth)},
+            "EAGLE-2": {"N": _int("N (verified, root incl.)", 20, 1, 128), **shape(10, depth)},
             "DySpec budget": {"m": _int("budget m", 16, 1, 256), **shape(8, D)},
             "DySpec threshold": {"t": W.FloatLogSlider(value=0.05, base=10, min=-4, max=0, step=0.05,
                                                        description="threshold t", readout_format=".4f", **_SLIDER),

@@ -63,9 +63,9 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
         "dyn width + depth": EntropyBranching(d=2 * gunjur_depth, cutoff=2.5),  # the paper gives no depth rule
         f"SpecInfer-style m={budget}": equal_budget_sequences(budget),
         f"Sequoia n={budget}": Sequoia(n=budget, p=acceptance),
-        f"EAGLE-2 N={budget}": Eagle2(K=K, d_max=depth, N=budget),
+        f"EAGLE-2 N={budget + 1}": Eagle2(K=K, d_max=depth, N=budget + 1),  # N counts the root: `budget` drafts
         f"DySpec m={budget}": DySpec(m=budget, K=8, d_max=8),
-        "EAGLE-2 N=4": Eagle2(K=4, d_max=3, N=4),
+        "EAGLE-2 N=5": Eagle2(K=4, d_max=3, N=5),
         "DySpec m=4": DySpec(m=4, K=4, d_max=4),
         "DySpec threshold": DySpecThreshold(t=round(1 / budget, 4), K=8, d_max=8),  # DySpec §4.4: t ≈ 1/n
         "PCT": PCT(ratio=round(sd_over_st, 3), k=5, d_max=10),
@@ -262,7 +262,7 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
     worst_t, worst = frac.idxmax()
     out.append(claim("tree construction ≤ 5% of decoding time for every policy", "≤ 5%",
                      f"max {100 * frac.max():.1f}% ({worst}, T = {worst_t:g})", tree))
-    e2, c2t = f"EAGLE-2 N={budget}", "C2T β=0.5"
+    e2, c2t = f"EAGLE-2 N={budget + 1}", "C2T β=0.5"
     if e2 in t.index and c2t in t.index:
         ratio = t.loc[c2t, "gamma"] / t.loc[e2, "gamma"]
         out.append(claim("C2T keeps EAGLE-2's τ with 75–80% of its γ", "τ equal, γ 75–80%",

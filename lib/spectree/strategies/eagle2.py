@@ -1,7 +1,9 @@
 """EAGLE-2 (Li et al. 2024): expand, then rerank. C2T §2.2 (lines ~49–57 of its text) states the rule: "each token in
 current layer generates TopK tokens. Then, among all the generated tokens, the TopK tokens are selected to generate
 the next tree layer" for d_max rounds (T1: K + (d_max − 1)·K² drafted nodes); then "rerank all nodes in T1" by
-joint probability P and keep the top N (T2, a subtree: a child's P never exceeds its parent's).
+joint probability P and keep the top N (T2, a subtree: a child's P never exceeds its parent's). N counts the root,
+as C2T's "TopN = 1011 (meaning no recall …)" over |T1| = 1010 drafted nodes (s0 l.348) and EAGLE-2's own
+`total_tokens` (its draft keeps total_tokens − 1) count it: N − 1 draft tokens are verified, as SGLang's `tokens`.
 
 The serving engines build the same tree (SGLang's EAGLE-2, TensorRT-LLM's dynamic tree: `strategies.engines`), so
 the rule is written once, here (`EagleTree`), and their policies only name its two numbers.
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy, Rows
 
 
@@ -67,16 +70,22 @@ class EagleTree(Policy):
 @dataclass
 class Eagle2(EagleTree):
     """EAGLE-2's dynamic tree: K children offered per node and K nodes expanded per layer, depth d_max, then the
-    top N of all drafted nodes by P (C2T's baseline K = 10, d_max = 6; EDD's K = 10, d_max = 6, N = 50)."""
+    top N − 1 of all drafted nodes by P: N tokens verified, the root among them (C2T Table 4 and EDD Table 2: K = 10,
+    d_max = 6; EDD's N = 50; C2T's main tables K = 15, d_max = 10)."""
 
     K: int = 10  # children offered per node; nodes expanded per layer
     d_max: int = 6
-    N: int = 50  # draft tokens kept after reranking
+    N: int = 50  # tokens verified after reranking, the root included (N − 1 draft tokens)
 
     name = "eagle2"
 
     def expanded(self) -> int:
         return self.K
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.N < 1:
+            raise SpectreeError(f"eagle2: N counts the root (N − 1 draft tokens are verified): it must be >= 1, got {self.N}")
+
     def kept(self) -> int:
-        return self.N
+        return self.N - 1

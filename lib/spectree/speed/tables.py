@@ -64,7 +64,7 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
         f"SpecInfer-style m={budget}": equal_budget_sequences(budget),
         f"Sequoia n={budget}": Sequoia(n=budget, p=acceptance),
         f"EAGLE-2 N={budget + 1}": Eagle2(K=K, d_max=depth, N=budget + 1),  # N counts the root: `budget` drafts
-        f"DySpec m={budget}": DySpec(m=budget, K=8, d_max=8),
+        f"DySpec m={budget}": DySpec(m=budget, K=max(8, K), d_max=max(8, depth)),  # the paper caps neither
         "EAGLE-2 N=5": Eagle2(K=4, d_max=3, N=5),
         "DySpec m=4": DySpec(m=4, K=4, d_max=4),
         "DySpec threshold": DySpecThreshold(t=round(1 / budget, 4), K=8, d_max=8),  # DySpec §4.4: t ≈ 1/n

@@ -48,6 +48,7 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
     draft of high entropy B(H) = 7 at every node, 2,801 nodes a tree, past the CPU's node guard unless `gunjur_guard`
     raises it for them: `GUNJUR_PAPER_GUARD` admits the paper's depth-4 tree). Besides the papers' settings it times
     three small trees, the sizes a CPU rewards on prepacked kernels (docs/decoder.md)."""
+    dyspec_K, dyspec_d = max(8, K), max(8, depth)  # DySpec caps neither (s2 l.152–156): the profile's, at least 8
     policies: dict[str, Policy] = {
         "AR (our loop)": autoregressive(),
         "chain-2": Chain(k=2),
@@ -64,10 +65,10 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
         f"SpecInfer-style m={budget}": equal_budget_sequences(budget),
         f"Sequoia n={budget}": Sequoia(n=budget, p=acceptance),
         f"EAGLE-2 N={budget + 1}": Eagle2(K=K, d_max=depth, N=budget + 1),  # N counts the root: `budget` drafts
-        f"DySpec m={budget}": DySpec(m=budget, K=max(8, K), d_max=max(8, depth)),  # the paper caps neither
+        f"DySpec m={budget}": DySpec(m=budget, K=dyspec_K, d_max=dyspec_d),
         "EAGLE-2 N=5": Eagle2(K=4, d_max=3, N=5),
         "DySpec m=4": DySpec(m=4, K=4, d_max=4),
-        "DySpec threshold": DySpecThreshold(t=round(1 / budget, 4), K=8, d_max=8),  # DySpec §4.4: t ≈ 1/n
+        "DySpec threshold": DySpecThreshold(t=round(1 / budget, 4), K=dyspec_K, d_max=dyspec_d),  # t ≈ 1/n, §4.4
         "PCT": PCT(ratio=round(sd_over_st, 3), k=5, d_max=10),
         "CAPE": CAPE(d=5),
     }

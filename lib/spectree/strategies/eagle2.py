@@ -27,8 +27,8 @@ def eagle2_rerank(rows: Rows, n: int) -> np.ndarray:
 @dataclass
 class EagleTree(Policy):
     """EAGLE-2's rule: every offered child is drafted (K per expanded node: T1), the `expanded()` of largest joint
-    probability of each layer are expanded, and finally the `kept()` drafted nodes of largest joint probability
-    are verified (T2). Subclasses say what the two numbers are."""
+    probability of each layer are expanded, and finally the `verified()` nodes of largest joint probability — the
+    root, P = 1, always among them — are verified (T2). Subclasses say what the two numbers are."""
 
     features = frozenset({"draft_prob"})
     fixed_size = True  # greedy: every layer keeps and expands the same counts
@@ -37,8 +37,8 @@ class EagleTree(Policy):
     def expanded(self) -> int:
         raise NotImplementedError
 
-    def kept(self) -> int:
-        raise NotImplementedError
+    def verified(self) -> int:
+        raise NotImplementedError  # tokens verified per tree, the root included
 
     def layer_cap(self) -> int:
         return self.expanded()
@@ -50,7 +50,7 @@ class EagleTree(Policy):
         return eagle2_rerank(new, self.expanded())
 
     def finalize(self, tree: Rows) -> np.ndarray:
-        return eagle2_rerank(tree, self.kept() + 1)  # the root has P = 1: always kept
+        return eagle2_rerank(tree, self.verified())  # the root has P = 1: always kept
 
     def worst_case(self) -> tuple[int, int]:
         """(count, depth) the live size guard can see: every offer is kept in T1, so the kept nodes grow by
@@ -87,5 +87,5 @@ class Eagle2(EagleTree):
         if self.N < 1:
             raise SpectreeError(f"eagle2: N counts the root (N − 1 draft tokens are verified): it must be >= 1, got {self.N}")
 
-    def kept(self) -> int:
-        return self.N - 1
+    def verified(self) -> int:
+        return self.N

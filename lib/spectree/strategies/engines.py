@@ -90,8 +90,8 @@ class SGLang(EagleTree):
     def expanded(self) -> int:
         return self.topk
 
-    def kept(self) -> int:
-        return self.tokens - 1
+    def verified(self) -> int:
+        return self.tokens
 
     def engine_config(self, engine: str, draft: str = DRAFT, token_map: str = "", draft_kind: str = "eagle") -> str:
         """SGLang server flags (`python -m sglang.launch_server --model ... FLAGS`)."""
@@ -136,8 +136,8 @@ class TRTLLM(EagleTree):
     def expanded(self) -> int:
         return self.topk
 
-    def kept(self) -> int:
-        return self.tokens
+    def verified(self) -> int:
+        return self.tokens + 1  # its draft tokens and the root
 
     def engine_config(self, engine: str, draft: str = DRAFT, token_map: str = "", draft_kind: str = "eagle") -> str:
         """TensorRT-LLM's `speculative_config` as YAML (trtllm-serve --config / LLM(speculative_config=...)): the

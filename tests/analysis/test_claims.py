@@ -229,6 +229,18 @@ def test_speed_claims_hold_fail_and_need_eight_prompts():
     assert slow[best]["verdict"] == "does not hold" and slow[tree]["verdict"] == "does not hold"
     few = {c["name"]: c for c in speed_claims({0.0: _runs({"chain-2": 2.5}, prompts=2)})}
     assert few[best]["verdict"] == few[tree]["verdict"] == "inconclusive" and few[best]["n"] == 2
+    # the paper column holds the papers' figures (EDD's GPU speedups, DySpec's < 2% construction); our bars are goals
+    assert "EDD" in fast[best]["paper"] and "1.3" not in fast[best]["paper"] and "1.3" in fast[best]["goal"]
+    assert "DySpec §5.2" in fast[tree]["paper"] and "5%" in fast[tree]["goal"]
+
+
+def test_a_bar_of_ours_in_the_paper_column_is_an_error():
+    evidence = C.Evidence("holds", "rule", 8)
+    for bar in ["≥ 1.3×", "≤ 5%", "< 2", "issue 46: within 10%"]:
+        with pytest.raises(ValueError, match="goal="):
+            C.claim("x", bar, 1.0, evidence)
+    kept = C.claim("x", "—", 1.0, evidence, goal="≥ 1.3× (issue goal)")
+    assert kept["paper"] == "—" and kept["goal"] == "≥ 1.3× (issue goal)"
 
 
 def test_speed_claims_leave_the_reference_rows_out():

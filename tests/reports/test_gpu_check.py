@@ -81,7 +81,7 @@ def test_results_render_the_gpu_section_from_a_summary(dry_run, tmp_path, monkey
     text = results.render([], RUN)
     assert results.UNTESTED not in text
     assert "`scripts/gpu_check.sh` on Test CPU; GPU NVIDIA H100 80GB HBM3, commit def5678" in text
-    assert "| greedy speculative decoding is lossless on the GPU (bfloat16) | lossless |" in text
+    assert "| greedy speculative decoding is lossless on the GPU (bfloat16) | \"SD can achieve lossless" in text
     assert "**tree construction share of a step, tiny**" in text and "**lossless settings, float32**" in text
 
 
@@ -100,7 +100,7 @@ def test_a_checklist_run_refreshes_only_the_gpu_section_of_results(dry_run, tmp_
     text = page.read_text()
     assert text.startswith("# Results\n\n- commit: abc1234\n\n## 00_quickstart\n\n- tau: 1.65\n\n## GPU checklist")
     assert results.UNTESTED not in text and text.count("## GPU checklist") == 1
-    assert "| greedy speculative decoding is lossless on the GPU (float32) | lossless |" in text
+    assert "| greedy speculative decoding is lossless on the GPU (float32) | \"SD can achieve lossless" in text
 
 
 def test_lossless_claims_follow_the_mismatches_and_name_the_near_ties(tmp_path):
@@ -114,6 +114,7 @@ def test_lossless_claims_follow_the_mismatches_and_name_the_near_ties(tmp_path):
 
     tie = gpu_summary.lossless_claim(result(2, 0), "bfloat16")
     assert tie["verdict"] == "holds" and tie["n"] == 40
+    assert "EDD" in tie["paper"] and "HF generate" in tie["goal"]  # the papers' premise; the bar is ours
     assert "38/40 identical, 0 not rounding; rounding: chain:k=3 on jsonl:gpu_check/mtbench-81 at 7" in tie["ours"]
     assert gpu_summary.lossless_claim(result(0, 1), "float32")["verdict"] == "does not hold"
     assert gpu_summary.lossless_claim(result(0, 0, {"kary:b=2,d=3": "too large"}), "float32")["verdict"] == "inconclusive"

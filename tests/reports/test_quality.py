@@ -61,6 +61,7 @@ def test_the_projection_check_reads_live_speedups_over_our_ar_loop():
                                       {"chain-2": "chain:k=2"}, 16)[0]  # a slow prefill of AR's is not its steps'
     assert skewed.live.round(12).tolist() == [0.75]
     assert claim["verdict"] == FAILS and math.isclose(claim["estimate"], 0.2)  # PCT is 20% off
+    assert claim["paper"] == "—" and "≤ 0.1" in claim["goal"]  # the bar is the issues', not a paper's
     _, good = quality.projection_check(live, projected.assign(speedup=[1.2, 1.55]), {"chain-2": "chain:k=2",
                                                                                      "PCT": "pct:ratio=0.1"}, 16)
     assert good["verdict"] == HOLDS

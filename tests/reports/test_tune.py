@@ -187,3 +187,16 @@ def test_tune_logs_an_even_spread_of_a_long_prompt_file():
     assert len(picked) == 16 and picked == sorted(set(picked)) and picked[:3] == [0, 5, 10]
     assert {p // 10 for p in picked} == set(range(8))  # every category drawn
     assert tune.spread(prompts[:5], 16) == prompts[:5]
+
+
+def test_the_held_out_claim_reads_projected_tokens_per_second_with_our_bar_as_the_goal():
+    import pandas as pd
+
+    prompts = [f"p{i}" for i in range(8)]
+    rows = pd.DataFrame([{"label": label, "prompt": p, "tokens": 64, "seconds": s * (1 + 0.01 * i)}
+                         for label, s in [("tuned", 4.0), ("default", 6.0)] for i, p in enumerate(prompts)])
+    won = tune.held_out_claim(rows, "sglang:steps=2", "sglang:", "sglang", "λ 0, this CPU")
+    assert won["verdict"] == "holds" and "1.50×" in won["ours"]
+    assert won["paper"] == "—" and "1.1" in won["goal"]  # no paper states a bar for an engine's default
+    lost = tune.held_out_claim(rows.assign(seconds=5.0), "sglang:steps=2", "sglang:", "sglang", "λ 0, this CPU")
+    assert lost["verdict"] == "does not hold"

@@ -48,6 +48,7 @@ def test_the_best_hybrid_is_judged_per_prompt_set_with_speculation_alone_beside_
     assert copy_claim["verdict"] == HOLDS and "same kernels" in copy_claim["ours"] and "HF prompt lookup" in copy_claim["ours"]
     overall = hybrids.retrieval_claims(runs, "copy", [f"{TREE}+lookup"], [TREE], goal_all=2.5)[0]
     assert overall["verdict"] == FAILS  # 2.5× on copy, 1.3× elsewhere: pooled well under 2.5×
+    assert overall["paper"] == "—" and overall["goal"] == "≥ 2.5× (issue goal)"  # an issue's bar, not a paper's
 
 
 def test_length_claims_compare_each_long_length_with_the_short_prompts():
@@ -58,12 +59,15 @@ def test_length_claims_compare_each_long_length_with_the_short_prompts():
     assert ar["verdict"] == FAILS and "2k: 0.9" in ar["ours"]  # AR falls under HF at 2k
     assert tree["verdict"] == FAILS  # 1.1 at 2k < 1.4 − 0.1
     assert hybrids.length_claims([r for r in runs if r.category != "2k"], [TREE])[1]["verdict"] == HOLDS
+    assert ar["paper"] == tree["paper"] == "—" and "ours" in ar["goal"] and "short − 0.1" in tree["goal"]
 
 
 def test_the_lossless_grid_fails_on_any_mismatch_and_needs_enough_prompts():
     speeds = {HF: 1.0, "ar+lookup": 1.1}
     runs = runs_at(speeds, [f"p{i}" for i in range(4)], repeats=1)
     assert hybrids.lossless_claim(runs, min_prompts=4)["verdict"] == HOLDS
+    assert "EDD" in hybrids.lossless_claim(runs, min_prompts=4)["paper"]  # the paper's premise; our bar is the goal
+    assert hybrids.lossless_claim(runs, min_prompts=4)["goal"] == "0 mismatches, ≥ 4 prompts"
     assert hybrids.lossless_claim(runs, min_prompts=5)["verdict"] == INCONCLUSIVE
     skipped = hybrids.lossless_claim(runs, ["ar+lookup", "cape:d=4+lookup"], min_prompts=4)
     assert skipped["verdict"] == INCONCLUSIVE and "cape:d=4+lookup" in skipped["ours"]  # a skipped setting is named

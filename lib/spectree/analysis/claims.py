@@ -29,6 +29,7 @@ from spectree.analysis.rules import Statistic, cluster_interval
 
 VERDICTS = ("holds", "does not hold", "inconclusive")
 HOLDS, FAILS, INCONCLUSIVE = VERDICTS
+LOSSLESS = "\"SD can achieve lossless acceleration\" (EDD §4.1, l.521)"  # the papers' premise, the paper column
 MIN_PROMPTS = 8  # comparisons resampled over prompts need at least this many
 OPS = {(True, False): "≥", (True, True): ">", (False, False): "≤", (False, True): "<"}  # (above, strict)
 
@@ -47,9 +48,13 @@ class Evidence:
 def claim(name: str, paper: str, ours: Any, evidence: Evidence, goal: str = "", **details: Any) -> dict[str, Any]:
     """One reproduced claim: the paper's statement (its own words or number, "—" where the paper states none),
     our `goal` where the bar is ours and not the paper's (e.g. an issue's target, a threshold the paper leaves
-    open), ours, and the evidence's verdict, rule, n and interval."""
+    open), ours, and the evidence's verdict, rule, n and interval. A bar of ours (one that opens with ≥ ≤ < >, or
+    names an issue) given as the paper's statement is an error: it belongs in `goal`."""
     if evidence.verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, got {evidence.verdict!r}")
+    if paper.lstrip()[:1] in set("≥≤<>") or "issue" in paper.lower():
+        raise ValueError(f"claim {name!r}: the paper column holds the paper's statement, not our bar {paper!r}; "
+                         "give the bar as goal=")
     return {"name": name, "paper": paper, "goal": goal, "ours": ours, "verdict": evidence.verdict,
             "rule": evidence.rule,
             "n": int(evidence.n), "estimate": evidence.estimate, "interval": [evidence.low, evidence.high],

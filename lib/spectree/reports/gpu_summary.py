@@ -51,7 +51,7 @@ def lossless_claim(result: dict[str, Any], dtype: str, large: Optional[dict[str,
     of the dtype, or in bf16 within twice the control's noise floor at that shape: `floors`), does not hold at the
     first other mismatch, and is inconclusive while a setting was skipped. A deterministic count, n = generations
     checked; every mismatch is named. `label`: the path's name in the claim (e.g. "through CUDA graphs")."""
-    from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, Evidence, claim
+    from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, LOSSLESS, Evidence, claim
 
     floors = (floors or {}) if dtype == "bfloat16" else {}  # the control is bf16's
     checked = int(result["checked"])
@@ -73,7 +73,8 @@ def lossless_claim(result: dict[str, Any], dtype: str, large: Optional[dict[str,
             + (f"; not rounding: {names(bugs)}" if bugs else "") + (f"; rounding: {names(ties)}" if ties else ""))
     verdict = FAILS if bugs else INCONCLUSIVE if not checked or result.get("skipped") else HOLDS
     evidence = Evidence(verdict, rule + ", every setting run", checked)
-    return claim(f"greedy speculative decoding is lossless on the GPU ({dtype}{label})", "lossless", ours, evidence)
+    return claim(f"greedy speculative decoding is lossless on the GPU ({dtype}{label})", LOSSLESS, ours, evidence,
+                 goal="every output equals HF generate's")
 
 
 def controls(control: Optional[dict[str, Any]], device: str, cpu: Optional[Path] = None) -> dict[str, dict[str, Any]]:

@@ -185,7 +185,7 @@ def held_out_claim(rows: pd.DataFrame, tuned: str, default: str, engine: str, wh
                               f"projected tokens/s of {tuned} ÷ {default}'s")
     gain = a.tokens.sum() / a.seconds.sum() / (b.tokens.sum() / b.seconds.sum())
     return claim(f"{engine}: tuned settings beat the engine's default by ≥ {bar - 1:.0%} projected speedup ({where})",
-                 f"≥ {bar:g}× the default's", f"{tuned} vs {default}: {gain:.2f}×", evidence)
+                 "—", f"{tuned} vs {default}: {gain:.2f}×", evidence, goal=f"≥ {bar:g}× the default's (ours)")
 
 
 def summary_lines(table: pd.DataFrame, engine: Engine, top: int = 5) -> list[str]:

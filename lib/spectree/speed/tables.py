@@ -156,6 +156,7 @@ def by_category(runs: list[Run]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
 
+GPU_SPEEDUPS = "EDD + PCT: 2.04×–3.62× walltime speedup on GPUs, 13B targets (EDD Table 2, l.616)"  # no CPU figure
 GUNJUR_PAPER_GUARD = 1 + 7 + 7 ** 2 + 7 ** 3 + 7 ** 4  # B(H) ≤ 7 to "a fixed depth of four" (s1 l.131, l.143)
 GUNJUR_BASELINE = "chain-4"  # Gunjur et al.'s baseline: speculative decoding without tree batches, 4 tokens
 GUNJUR_ROWS = {"Baseline": GUNJUR_BASELINE, "Static": "static b=2 d=4", "Simple cutoff": "simple cutoff",
@@ -245,15 +246,16 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
     t = table.set_index("method")
     spec = t.drop(index=[*REFERENCES.values(), "AR (our loop)"], errors="ignore")  # our decoder's strategies
     best = spec.speedup.idxmax()
-    out = [claim("best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)", "≥ 1.3×",
+    out = [claim("best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)", GPU_SPEEDUPS,
                  f"{best}: {spec.speedup.max():.2f}×",
-                 versus(greedy, best, REFERENCES[HF], "n_tokens", "seconds", 1.3, f"tokens/s of {best} ÷ HF's"))]
+                 versus(greedy, best, REFERENCES[HF], "n_tokens", "seconds", 1.3, f"tokens/s of {best} ÷ HF's"),
+                 goal="≥ 1.3× (issue goal)")]
     same = spec.get("speedup_same_kernels", pd.Series(dtype=float))
     if same.notna().any():  # the same bar with the kernels' own gain taken out
         out.append(claim("best strategy ≥ 1.3× HF generate on the same kernels (speculation alone)",
-                         "≥ 1.3×", f"{same.idxmax()}: {same.max():.2f}×",
+                         GPU_SPEEDUPS, f"{same.idxmax()}: {same.max():.2f}×",
                          versus(greedy, same.idxmax(), REFERENCES[HF_PACKED], "n_tokens", "seconds", 1.3,
-                                 f"tokens/s of {same.idxmax()} ÷ HF's on our kernels")))
+                                 f"tokens/s of {same.idxmax()} ÷ HF's on our kernels"), goal="≥ 1.3× (issue goal)"))
     decoded = [f for r in runs.values() for m, f in prompt_rows(r).groupby("method")
                if m not in REFERENCES.values()]
     tree = all_of([bootstrap_rule([f.tree_s, f.seconds], pooled, 0.05, "tree construction's share", above=False)
@@ -261,16 +263,19 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
                                       f"n ≥ {MIN_PROMPTS} prompts, for every policy at every temperature")
     frac = pd.concat({temp: tab.set_index("method").tree_frac for temp, tab in tables.items()})  # (T, method)
     worst_t, worst = frac.idxmax()
-    out.append(claim("tree construction ≤ 5% of decoding time for every policy", "≤ 5%",
-                     f"max {100 * frac.max():.1f}% ({worst}, T = {worst_t:g})", tree))
+    out.append(claim("tree construction ≤ 5% of decoding time for every policy",
+                     "DySpec's tree construction (C++) < 2% of total execution time (DySpec §5.2, Fig. 4; Llama2 "
+                     "68M/7B, 68M/13B)", f"max {100 * frac.max():.1f}% ({worst}, T = {worst_t:g})", tree,
+                     goal="≤ 5% (ours: Python construction, every policy)"))
     e2, c2t = f"EAGLE-2 N={budget + 1}", "C2T β=0.5"
     if e2 in t.index and c2t in t.index:
         ratio = t.loc[c2t, "gamma"] / t.loc[e2, "gamma"]
-        out.append(claim("C2T keeps EAGLE-2's τ with 75–80% of its γ", "τ equal, γ 75–80%",
+        out.append(claim("C2T keeps EAGLE-2's τ with 75–80% of its γ",
+                         '"stably utilizes 75% to 80% of γ while keeping τ unchanged" (C2T Table 2)',
                          f"τ {t.loc[c2t, 'tau']:.2f} vs {t.loc[e2, 'tau']:.2f}, γ {100 * ratio:.0f}%",
                          all_of([versus(greedy, c2t, e2, "tau_sum", "forwards", 0.97, "τ(C2T) ÷ τ(EAGLE-2)"),
                                  versus(greedy, c2t, e2, "gamma_sum", "forwards", 0.85, "γ(C2T) ÷ γ(EAGLE-2)",
-                                         above=False)])))
+                                         above=False)]), goal="τ ≥ 97% and γ ≤ 85% of EAGLE-2's (ours)"))
     for temp, tab in tables.items():  # Gunjur (T = 0.4 in the paper) and DySpec (T = 0 and 0.6) at every temperature
         out += temperature_claims(tab, prompt_rows(runs[temp]), temp, budget)
     return out
@@ -294,7 +299,9 @@ def temperature_claims(table: pd.DataFrame, rows: pd.DataFrame, temp: float, bud
     ds, si = f"DySpec m={budget}", f"SpecInfer-style m={budget}"
     if {ds, si} <= set(t.index):
         out.append(claim(f"DySpec: more tokens per step than SpecInfer-style trees of the same budget{at}",
-                         "DySpec τ > SpecInfer τ", f"{t.loc[ds, 'tau']:.2f} vs {t.loc[si, 'tau']:.2f}",
+                         '"DySpec consistently outperforms both Sequoia and Specinfer … a higher number of accepted '
+                         'tokens at each decoding step" (DySpec Tables 1–2)',
+                         f"{t.loc[ds, 'tau']:.2f} vs {t.loc[si, 'tau']:.2f}",
                          versus(rows, ds, si, "tau_sum", "forwards", 0.0, "τ(DySpec) − τ(SpecInfer-style)",
                                  quotient=False, strict=True)))
     return out

@@ -86,9 +86,10 @@ def lossless_claim(grid_runs: list[Run], grid: Sequence[str] = (), min_prompts: 
             + ("; near-ties (rounding): " + "; ".join(f"{m.strategy} on {m.prompt} at {m.position} (top-2 gap "
                                                         f"{m.top2_gap:.1e})" for m in ties) if ties else "")
             + (f"; not run (skipped): {missing}" if missing else ""))
-    return claim("every policy family × retrieval mode is lossless (greedy)", LOSSLESS, ours, Evidence(verdict, f"every output equals HF generate's, a mismatch passing only at a near-tie of "
-                                         f"the target dtype's logit noise, n ≥ {min_prompts} prompts, every setting run",
-                                prompts), goal=f"0 mismatches, ≥ {min_prompts} prompts")
+    return claim("every policy family × retrieval mode is lossless (greedy)", LOSSLESS, ours,
+                 Evidence(verdict, f"every output equals HF generate's, a mismatch passing only at a near-tie of "
+                                   f"the target dtype's logit noise, n ≥ {min_prompts} prompts, every setting run",
+                          prompts), goal=f"0 mismatches, ≥ {min_prompts} prompts")
 
 
 def best_of(runs: list[Run], labels: Sequence[str]) -> str:

@@ -21,6 +21,7 @@ import pandas as pd
 
 from spectree.analysis.claims import (MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, pooled,
                                       pooled_difference, pooled_quotient)
+from spectree.analysis.sweep_claims import C2T_TABLE_2, DYSPEC_TABLES_1_2
 from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy
 from spectree.prompts import Prompt
@@ -270,8 +271,7 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[st
     e2, c2t = f"EAGLE-2 N={budget + 1}", "C2T β=0.5"
     if e2 in t.index and c2t in t.index:
         ratio = t.loc[c2t, "gamma"] / t.loc[e2, "gamma"]
-        out.append(claim("C2T keeps EAGLE-2's τ with 75–80% of its γ",
-                         '"stably utilizes 75% to 80% of γ while keeping τ unchanged" (C2T Table 2)',
+        out.append(claim("C2T keeps EAGLE-2's τ with 75–80% of its γ", C2T_TABLE_2,
                          f"τ {t.loc[c2t, 'tau']:.2f} vs {t.loc[e2, 'tau']:.2f}, γ {100 * ratio:.0f}%",
                          all_of([versus(greedy, c2t, e2, "tau_sum", "forwards", 0.97, "τ(C2T) ÷ τ(EAGLE-2)"),
                                  versus(greedy, c2t, e2, "gamma_sum", "forwards", 0.85, "γ(C2T) ÷ γ(EAGLE-2)",
@@ -299,9 +299,7 @@ def temperature_claims(table: pd.DataFrame, rows: pd.DataFrame, temp: float, bud
     ds, si = f"DySpec m={budget}", f"SpecInfer-style m={budget}"
     if {ds, si} <= set(t.index):
         out.append(claim(f"DySpec: more tokens per step than SpecInfer-style trees of the same budget{at}",
-                         '"DySpec consistently outperforms both Sequoia and Specinfer … a higher number of accepted '
-                         'tokens at each decoding step" (DySpec Tables 1–2)',
-                         f"{t.loc[ds, 'tau']:.2f} vs {t.loc[si, 'tau']:.2f}",
+                         DYSPEC_TABLES_1_2, f"{t.loc[ds, 'tau']:.2f} vs {t.loc[si, 'tau']:.2f}",
                          versus(rows, ds, si, "tau_sum", "forwards", 0.0, "τ(DySpec) − τ(SpecInfer-style)",
                                  quotient=False, strict=True)))
     return out

@@ -14,9 +14,10 @@ from spectree.analysis.claims import (Evidence, all_of, bootstrap_rule, claim, p
                                       unscored)
 from spectree.analysis.sweeps import scored
 
-C2T_TABLE_2 = '"stably utilizes 75% to 80% of γ while keeping τ unchanged" (C2T Table 2)'  # the papers' words,
+# the papers' words, quoted once: notebook 02's and 03's claims read them
+C2T_TABLE_2 = '"stably utilizes 75% to 80% of γ while keeping τ unchanged" (C2T Table 2)'
 DYSPEC_TABLES_1_2 = ('"DySpec consistently outperforms both Sequoia and Specinfer … leading to a higher number of '
-                     'accepted tokens at each decoding step" (DySpec Tables 1–2)')  # quoted once, read by 02 and 03
+                     'accepted tokens at each decoding step" (DySpec Tables 1–2)')
 RATES = {"tau": ("tau", "steps"), "gamma": ("gamma", "steps"), "alpha": ("tau_drafted", "depth")}  # per-prompt sums
 SUMS = ("steps", "tau", "gamma", "tau_drafted", "depth")  # what a matched reading resamples, per row and prompt
 
@@ -101,7 +102,8 @@ def c2t_claims(table: pd.DataFrame) -> list[dict[str, Any]]:
                              "EAGLE-2's τ (largest over the EAGLE-2 sizes reached)", above=False)
              for t, rows in variant.items()}
     return [claim("C2T reaches EAGLE-2's τ with 75–80% of its γ (C2T Table 2)",
-                  f"{C2T_TABLE_2}: C2T w/o second TopK, LLaMA-2 7B/13B/70B, MT-bench; Table 4 (TopK 10, d_max 6): τ 3.66 vs 3.65 at γ 531,947 vs 628,980",
+                  f"{C2T_TABLE_2}: C2T w/o second TopK, LLaMA-2 7B/13B/70B, MT-bench; "
+                  "Table 4 (TopK 10, d_max 6): τ 3.66 vs 3.65 at γ 531,947 vs 628,980",
                   f"the share of EAGLE-2's γ C2T w/o topk needs at its τ (β interpolated, median over "
                   f"{len(e2)} sizes): {_reading(median, '.0%')}", median),
             claim("C2T needs fewer candidates than EAGLE-2 at every τ (C2T Fig. 4)",

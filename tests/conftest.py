@@ -3,9 +3,13 @@ files first (`run_tests.sh` runs two test processes, each taking whole files: a 
 alone at the end)."""
 from __future__ import annotations
 
+import os
+
 import pytest
 from helpers import tiny_llama
 from transformers import LlamaForCausalLM
+
+os.environ.setdefault("SPECTREE_LOG_WORKERS", "1")  # `run_tests.sh` already runs two test processes
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ and the one clear error where a logbook cannot replay a policy."""
 from dataclasses import asdict, replace
 
 import numpy as np
+import pandas as pd
 import pytest
 from helpers import tiny_llama
 
@@ -62,7 +63,7 @@ def test_c2t_envelope_makes_every_c2t_setting_at_or_above_its_beta_replay(tmp_pa
     save_classifier(hand_set_classifier(-8.0, 0.0, 0.0, bias=1.0), artifact_path("c2t", "contrarian"))
     narrow = LogConfig(max_new_tokens=8, K=4, d_max=3, beam=1, b_env=1, d_env=1)
     enveloped = replace(narrow, c2t="contrarian", c2t_beta=0.5)
-    assert narrow.record() == {k: v for k, v in asdict(narrow).items() if not k.startswith("c2t")}
+    assert narrow.record() == {k: v for k, v in asdict(narrow).items() if not k.startswith("c2t") and k != "shape"}
     assert enveloped.key() != narrow.key()
     with pytest.raises(SpectreeError, match="C2T classifier .* is missing"):  # before any model loads
         logbook_manifest([], replace(narrow, c2t="absent"))
@@ -80,6 +81,11 @@ def test_c2t_envelope_makes_every_c2t_setting_at_or_above_its_beta_replay(tmp_pa
         assert steps.gamma.sum() > 0, policy.spec  # C2T drafted: its kept nodes were off the joint's beam
     for spec in ("eagle2:K=3,d_max=3,N=6", "chain:k=3"):  # the envelope only adds: other policies score the same
         assert replay(env_book, parse_strategy(spec)).tau.tolist() == replay(narrow_book, parse_strategy(spec)).tau.tolist()
+    own_book = logged(replace(enveloped, shape="c2t"))  # C2T's tree alone (`c2t_logbook`): C2T scores the same
+    assert sum(len(lp.nodes) for lp in own_book) <= sum(len(lp.nodes) for lp in env_book)
+    for policy in settings:
+        a, b = replay(own_book, policy), replay(env_book, policy)
+        assert (a.tau.tolist(), a.gamma.tolist()) == (b.tau.tolist(), b.gamma.tolist()), policy.spec
     # notebook 02: C2T's settings score on their own logbook, every other policy on the shared one
     chain, c2t = parse_strategy("chain:k=2"), settings[0]
     table = sweeps.sweep(narrow_book, [chain, c2t], own={"c2t": env_book}).set_index("spec")
@@ -125,3 +131,61 @@ def test_forest_indexes_every_logged_tree(logbook):
 def test_tile_repeats_the_logbook_to_the_asked_size(logbook):
     big = tile(logbook, 500)
     assert sum(lp.nodes.position.nunique() for lp in big) >= 500 and len({lp.prompt.id for lp in big}) == len(big)
+
+
+def test_path_shape_logs_exactly_the_tokens_a_greedy_verifier_can_examine(tiny_target):
+    """The analysis logbook's shape (notebooks 04–07): expanding only the greedy path and the rank-0 chain stores
+    the same examined tokens and rank-0 chain, with the same features and labels, as the complete tree of that K and
+    depth, at a fraction of its nodes."""
+    from spectree.analysis.token_tables import logbook_tokens
+
+    complete = LogConfig(max_new_tokens=12, K=12, d_max=3, beam=12 * 12)  # every node below depth 3 expanded
+    path = replace(complete, beam=1, b_env=1, d_env=1, shape="path")
+    assert "shape" not in complete.record() and path.record()["shape"] == "path" and path.key() != complete.key()
+    draft = tiny_llama(seed=3, layers=1)
+    def logged(cfg):
+        return [log_prompt(tiny_target, draft, Template(ids), Prompt("toy", str(i), "c", "x"), cfg, eos_ids=())
+                for i, ids in enumerate([[3, 14, 15, 92, 65], [2, 71, 82, 81], [5, 5, 6]])]
+    full_book, path_book = logged(complete), logged(path)
+    full, narrow = (logbook_tokens(b).sort_values(["prompt", "position", "depth", "token", "p"], ignore_index=True)
+                    for b in (full_book, path_book))
+    pd.testing.assert_frame_equal(full, narrow)
+    deep = full[full.examined & (full.depth > 1) & ~full.chain]
+    assert len(deep) > 0  # the path left the rank-0 chain and was still expanded
+    assert sum(len(lp.nodes) for lp in path_book) * 5 < sum(len(lp.nodes) for lp in full_book)
+
+
+def test_log_shape_is_checked_before_any_model_loads():
+    with pytest.raises(SpectreeError, match="shape must be one of"):
+        LogConfig(shape="beams")
+    with pytest.raises(SpectreeError, match="'c2t' with a C2T classifier"):
+        LogConfig(shape="c2t")
+
+
+@pytest.mark.slow
+def test_logging_in_processes_writes_what_one_process_writes(tmp_path, monkeypatch):
+    """`write_logbook` with SPECTREE_LOG_WORKERS 2 (spawned processes, the pair loaded by name in each) writes the
+    same files as one process, and a bad value is one clear error."""
+    import torch
+
+    from spectree.prompts import parse_prompt_spec
+    from spectree.replay.logbook import read_logbook, write_logbook
+
+    cfg = LogConfig(pair="smollm2-edd", max_new_tokens=6, K=4, d_max=3, beam=1, b_env=1, d_env=1, shape="path")
+    prompts = parse_prompt_spec("mtbench:2+humaneval:1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each of the two workers
+    try:
+        books = {}
+        for workers in ("1", "2"):
+            monkeypatch.setenv("SPECTREE_LOG_WORKERS", workers)
+            books[workers] = read_logbook(write_logbook(prompts, cfg, "t", out=tmp_path / workers))
+    finally:
+        torch.set_num_threads(threads)
+    assert len(books["2"]) == 3
+    for one, two in zip(books["1"], books["2"]):
+        assert (one.prompt, one.continuation) == (two.prompt, two.continuation)
+        pd.testing.assert_frame_equal(one.nodes, two.nodes)
+    monkeypatch.setenv("SPECTREE_LOG_WORKERS", "two")
+    with pytest.raises(SpectreeError, match="SPECTREE_LOG_WORKERS must be"):
+        write_logbook(prompts, cfg, "t", out=tmp_path / "bad")

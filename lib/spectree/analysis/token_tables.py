@@ -2,8 +2,10 @@
 and target distributions at T along the target's greedy output. Statistics live in `spectree.analysis`.
 
 The shared logbook (`ANALYSIS_TREE`) stores, at every position of the target's greedy output, the top-20
-children of the root and of every node of the draft's rank-0 chain down to depth 10: every rank 1..20 of
-C2T Fig. 2, the length-10 draft chain of EDD Fig. 3b, and nothing else, so it is cheap to log. Its folder is
+children of every node on the target's greedy path and of every node of the draft's rank-0 chain, down to depth
+10 (`replay.logtree`'s shape "path"): every draft token a greedy verifier could examine in a tree of K ≤ 20 and
+depth ≤ 10 (ranks 1..20 of C2T Fig. 2 at every depth), the length-10 draft chain of EDD Fig. 3b, and nothing
+else, so it is cheap to log. Its folder is
 keyed by the config (`LogConfig.key`), so the four notebooks log it once and resume it after interruption.
 `logbook_tokens` turns it into the token table that `spectree.analysis` describes.
 """
@@ -23,7 +25,7 @@ from spectree.replay.logbook import LogConfig, LoggedPrompt, notebook_logbook, r
 
 TOKEN_COLUMNS = ("prompt", "dataset", "position", "depth", "rank", "token", "p", "joint", "entropy",
                  "entropy_topm", "confidence", "accept", "target_prob", "examined", "chain")  # see spectree.analysis
-ANALYSIS_TREE = {"K": 20, "d_max": 10, "beam": 1, "b_env": 1, "d_env": 1}  # top-20 children, rank-0 chain only
+ANALYSIS_TREE = {"K": 20, "d_max": 10, "beam": 1, "b_env": 1, "d_env": 1, "shape": "path"}  # greedy path, rank-0 chain
 TOP_M = 1000  # C2T's top-M entropy, as in drafting
 
 

@@ -44,8 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     _common(lg, "mtbench:16", 128)
     from spectree.replay.logbook import LogConfig
     for f in fields(LogConfig):
-        if f.name not in ("pair", "max_new_tokens", "c2t", "c2t_beta"):
+        if f.name not in ("pair", "max_new_tokens", "c2t", "c2t_beta", "shape"):
             lg.add_argument(f"--{f.name.replace('_', '-')}", type=_whole(1), default=f.default)
+    from spectree.replay.logtree import LogTree
+    lg.add_argument("--shape", choices=LogTree.SHAPES, default="full",
+                    help="what is expanded: full (every policy replays), path (the greedy path and the rank-0 chain: "
+                         "every token a greedy verifier could examine), c2t (C2T's tree alone, with --c2t)")
     lg.add_argument("--c2t", default="", help="a C2T classifier (data/c2t/NAME.safetensors): its tree at --c2t-beta "
                                               "is expanded too, so C2T at every β >= it replays")
     lg.add_argument("--c2t-beta", type=_number(0, 1, closed=True), default=0.5)

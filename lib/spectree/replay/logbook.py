@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -47,6 +48,7 @@ class LogConfig:
     d_env: int = 4
     c2t: str = ""  # a C2T classifier (data/c2t/<c2t>.safetensors): its tree at c2t_beta is expanded too
     c2t_beta: float = 0.5  # (`replay.logtree`: C2T at any β ≥ c2t_beta then replays)
+    shape: str = "full"  # what is expanded (`replay.logtree`): "full" (every policy replays), "path", "c2t"
 
     def __post_init__(self):
         if not isinstance(self.pair, str):  # a `Pair` value: the config holds (and files record) its name
@@ -58,16 +60,19 @@ class LogConfig:
             check_name(self.c2t, "C2T classifier")
         if not 0.0 <= self.c2t_beta <= 1.0:
             raise SpectreeError(f"logbook: c2t_beta must be in [0, 1], got {self.c2t_beta}")
+        if self.shape not in LogTree.SHAPES or (self.shape == "c2t" and not self.c2t):
+            raise SpectreeError(f"logbook: shape must be one of {', '.join(LogTree.SHAPES)} ('c2t' with a C2T "
+                                f"classifier), got {self.shape!r}")
 
     def record(self) -> dict:
-        """The config as files record it: without the C2T envelope's fields when there is none (so the logbooks
-        made before it keep their names and manifests)."""
-        out = asdict(self)
+        """The config as files record it: without the C2T envelope's fields when there is none and without the
+        shape when it is "full" (so the logbooks made before them keep their names and manifests)."""
+        out = {k: v for k, v in asdict(self).items() if k != "shape" or v != "full"}
         return out if self.c2t else {k: v for k, v in out.items() if k not in ("c2t", "c2t_beta")}
 
     def policy(self):
         model = load_classifier(artifact_path("c2t", self.c2t)) if self.c2t else None
-        return LogTree(self.K, self.d_max, self.beam, self.b_env, self.d_env, self.c2t_beta, model)
+        return LogTree(self.K, self.d_max, self.beam, self.b_env, self.d_env, self.c2t_beta, model, self.shape)
 
     def key(self) -> str:
         """Names the logbook folder: the config plus the logbook format (bumped when what is logged changes)."""
@@ -123,7 +128,8 @@ def log_prompt(target, draft, tokenizer, prompt: Prompt, cfg: LogConfig, eos_ids
     policy, frames = cfg.policy(), []
     for prefix, root_logits, drafter, target_logits in walk_continuation(target, draft, ids, cont, n_valid):
         pos = prefix - len(ids)
-        tree = drafter.draft((ids + cont)[prefix - 1], root_logits, prefix, policy, Sampling())
+        at = replace(policy, path=cont[pos:pos + cfg.d_max]) if cfg.shape == "path" else policy  # its greedy path
+        tree = drafter.draft((ids + cont)[prefix - 1], root_logits, prefix, at, Sampling())
         probs = torch.softmax(target_logits[prefix - 1: prefix - 1 + cfg.d_max], dim=-1)
         on_path, target_prob = label_tree(tree, cont[pos:], probs)
         cols = {f: t.numpy() for f, t in tree.columns().items()}
@@ -231,12 +237,62 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
                          legacy)
     atomic_write_text(out / "config.json", json.dumps(cfg.record(), indent=1))  # the LogConfig, for readers
     todo = [(i, p) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]
-    if todo:
+    workers = min(len(todo), log_workers(placed))
+    if workers > 1:  # prompts are independent: one process each, sharing the cores (`log_workers`)
+        _log_in_processes(todo, cfg, out, name, workers, str(placed), dtype)
+    elif todo:
         target, draft, tok = models or load_pair(cfg.pair, device=device, dtype=dtype)
         for i, prompt in tqdm(todo, desc=f"logging {name}", unit="prompt"):
-            lp = log_prompt(target, draft, tok, prompt, cfg, (tok.eos_token_id,))
-            atomic_write_bytes(out / f"{i:04d}.parquet", _to_parquet_bytes(lp))
+            _log_one(target, draft, tok, i, prompt, cfg, out)
     return out
+
+
+def _log_one(target, draft, tok, i: int, prompt: Prompt, cfg: LogConfig, out: Path) -> int:
+    lp = log_prompt(target, draft, tok, prompt, cfg, (tok.eos_token_id,))
+    atomic_write_bytes(out / f"{i:04d}.parquet", _to_parquet_bytes(lp))
+    return i
+
+
+def log_workers(device) -> int:
+    """Processes that log a logbook's prompts: `SPECTREE_LOG_WORKERS` if set, else one per core on a CPU (up to 8)
+    and one on a GPU. On a CPU, logging runs many small forwards that two threads barely speed up: two one-thread
+    processes log about 1.6× as many prompts per second as one two-thread process (docs/history.md)."""
+    asked = os.environ.get("SPECTREE_LOG_WORKERS", "")
+    if asked:
+        if not asked.isdigit() or int(asked) < 1:
+            raise SpectreeError(f"SPECTREE_LOG_WORKERS must be a positive whole number, got {asked!r}")
+        return int(asked)
+    return min(8, os.cpu_count() or 1) if torch.device(device).type == "cpu" else 1
+
+
+_WORKER_MODELS: tuple = ()  # a logging process's (target, draft, tokenizer)
+
+
+def _start_worker(pair: str, device: str, dtype, threads: int) -> None:
+    from spectree.drafts.pairs import load_pair
+
+    global _WORKER_MODELS
+    torch.set_num_threads(threads)
+    _WORKER_MODELS = load_pair(pair, device=device, dtype=dtype)
+
+
+def _log_in_worker(i: int, prompt: Prompt, cfg: LogConfig, out: Path) -> int:
+    return _log_one(*_WORKER_MODELS, i, prompt, cfg, out)
+
+
+def _log_in_processes(todo: list, cfg: LogConfig, out: Path, name: str, workers: int, device: str, dtype) -> None:
+    """Log `todo` ((index, prompt) pairs) in `workers` spawned processes, each loading the pair by name with this
+    process's threads shared among them; every file is written atomically, so an interrupted run resumes."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    threads = max(1, torch.get_num_threads() // workers)
+    with ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), initializer=_start_worker,
+                             initargs=(cfg.pair, device, dtype, threads)) as pool:
+        jobs = [pool.submit(_log_in_worker, i, prompt, cfg, out) for i, prompt in todo]
+        for job in tqdm(as_completed(jobs), total=len(jobs), desc=f"logging {name} ({workers} processes)",
+                        unit="prompt"):
+            job.result()  # a worker's error stops the run here, with its message
 
 
 def _clear(out: Path) -> None:
@@ -256,12 +312,12 @@ def notebook_logbook(prompts: str, cfg: LogConfig, models=None) -> Path:
 
 def c2t_logbook(logbook: list[LoggedPrompt], cfg: LogConfig, classifier: str, beta: float,
                 models=None) -> list[LoggedPrompt]:
-    """C2T's own logbook of `logbook`'s prompts (the same greedy path): C2T's tree at `beta` expanded
-    (`replay.logtree`) on top of `cfg`'s K and depth, without its beams (beam, b_env, d_env 1), so that C2T at every
-    β ≥ beta and any topk replays on it at a fraction of logging `cfg` again. It serves C2T's settings only
+    """C2T's own logbook of `logbook`'s prompts (the same greedy path): only C2T's tree at `beta` expanded (shape
+    "c2t", `replay.logtree`) at `cfg`'s K and depth, so that C2T at every β ≥ beta and any topk replays on it at a
+    fraction of logging `cfg` again. It serves C2T's settings only
     (`analysis.sweeps.sweep`'s `own`): notebook 02's scored prompts once their classifier is trained. Cached under
     the classifier's name, logged again when the classifier or anything else it is made from changes."""
-    env = replace(cfg, beam=1, b_env=1, d_env=1, c2t=classifier, c2t_beta=beta)
+    env = replace(cfg, beam=1, b_env=1, d_env=1, c2t=classifier, c2t_beta=beta, shape="c2t")
     return read_logbook(write_logbook([lp.prompt for lp in logbook], env, f"{classifier}-c2t", models=models,
                                       rebuild=True))  # the name checked by LogConfig
 

@@ -9,7 +9,7 @@ import pytest
 from helpers import tiny_llama
 from transformers import LlamaForCausalLM
 
-os.environ.setdefault("SPECTREE_LOG_WORKERS", "1")  # `run_tests.sh` already runs two test processes
+os.environ.setdefault("SPECTREE_WORKERS", "1")  # `run_tests.sh` already runs two test processes
 
 
 @pytest.fixture(scope="session")

@@ -164,7 +164,7 @@ def test_log_shape_is_checked_before_any_model_loads():
 
 @pytest.mark.slow
 def test_logging_in_processes_writes_what_one_process_writes(tmp_path, monkeypatch):
-    """`write_logbook` with SPECTREE_LOG_WORKERS 2 (spawned processes, the pair loaded by name in each) writes the
+    """`write_logbook` with SPECTREE_WORKERS 2 (spawned processes, the pair loaded by name in each) writes the
     same files as one process, and a bad value is one clear error."""
     import torch
 
@@ -178,7 +178,7 @@ def test_logging_in_processes_writes_what_one_process_writes(tmp_path, monkeypat
     try:
         books = {}
         for workers in ("1", "2"):
-            monkeypatch.setenv("SPECTREE_LOG_WORKERS", workers)
+            monkeypatch.setenv("SPECTREE_WORKERS", workers)
             books[workers] = read_logbook(write_logbook(prompts, cfg, "t", out=tmp_path / workers))
     finally:
         torch.set_num_threads(threads)
@@ -186,6 +186,6 @@ def test_logging_in_processes_writes_what_one_process_writes(tmp_path, monkeypat
     for one, two in zip(books["1"], books["2"]):
         assert (one.prompt, one.continuation) == (two.prompt, two.continuation)
         pd.testing.assert_frame_equal(one.nodes, two.nodes)
-    monkeypatch.setenv("SPECTREE_LOG_WORKERS", "two")
-    with pytest.raises(SpectreeError, match="SPECTREE_LOG_WORKERS must be"):
+    monkeypatch.setenv("SPECTREE_WORKERS", "two")
+    with pytest.raises(SpectreeError, match="SPECTREE_WORKERS must be"):
         write_logbook(prompts, cfg, "t", out=tmp_path / "bad")

@@ -80,3 +80,31 @@ def test_the_lossless_grid_fails_on_any_mismatch_and_needs_enough_prompts():
     assert held["verdict"] == HOLDS and f"near-ties (rounding): {label} on {prompt} at 2 (top-2 gap 3.8e-06)" in held["ours"]
     bug = Mismatch(prompt, label, 2, 32, 32, 2.5, False, 13.6)
     assert hybrids.lossless_claim(runs, min_prompts=4, mismatches=[tie, bug])["verdict"] == FAILS
+
+
+@pytest.mark.slow
+def test_the_grid_over_processes_runs_what_one_process_runs(monkeypatch):
+    """`grid_runs` with SPECTREE_WORKERS 2 (prompts split over spawned processes, the pair loaded by name in each)
+    gives the runs of one process: same order, tokens, τ and γ; a setting over the node guard is dropped from all."""
+    import torch
+
+    from spectree.drafts.pairs import load_pair
+    from spectree.prompts import parse_prompt_spec
+
+    pair, prompts = "smollm2-edd", parse_prompt_spec("mtbench:2+humaneval:1")
+    grid = hybrids.family_grid(["ar", "chain:k=2", "kary:b=11,d=3"], ["lookup"])  # 1,464 nodes > 1,024: skipped
+    models, threads = load_pair(pair), torch.get_num_threads()
+    torch.set_num_threads(1)  # as each of the two workers
+    try:
+        out = {}
+        for workers in ("1", "2"):
+            monkeypatch.setenv("SPECTREE_WORKERS", workers)
+            skipped: dict = {}
+            out[workers] = (hybrids.grid_runs(models, pair, prompts, grid, 6, skipped=skipped), skipped)
+    finally:
+        torch.set_num_threads(threads)
+    (one, skip_one), (two, skip_two) = out["1"], out["2"]
+    assert [(r.strategy, r.prompt, r.tokens, r.tau_sum, r.gamma_sum) for r in one] == \
+           [(r.strategy, r.prompt, r.tokens, r.tau_sum, r.gamma_sum) for r in two]
+    assert {r.prompt for r in two} == {p.key for p in prompts} and len({r.strategy for r in two}) == 3  # HF + 2
+    assert set(skip_one) == set(skip_two) == {"kary:b=11,d=3+lookup"}

@@ -103,22 +103,30 @@ def acceptance_table(pairs: list[str], prompts: list[Prompt], max_new_tokens: in
     """Agreement by position for several pairs, per prompt set (long table: pair, dataset, position, top1)
     and the reports by pair. Pairs whose draft checkpoint is absent are skipped with a warning. `load`: more
     arguments of `load_pair` (dtype, device)."""
-    from spectree.drafts.pairs import load_pair
+    from spectree.core.workers import map_jobs
 
     rows, reports = [], {}
-    for pair in pairs:
-        try:
-            models = load_pair(pair, **load)
-        except SpectreeError as err:
-            warnings.warn(f"skipping {pair}: {err}")
+    jobs = [(pair, prompts, max_new_tokens, depth, load) for pair in pairs]  # one job per pair (`core.workers`)
+    for pair, by_set in zip(pairs, map_jobs(_pair_reports, jobs, load.get("device") or "cpu", "agreement by draft")):
+        if by_set is None:  # its draft is absent
             continue
-        by_set = {}
-        for dataset in dict.fromkeys(p.dataset for p in prompts):
-            rep = acceptance_report(models, [p for p in prompts if p.dataset == dataset], max_new_tokens, depth)
-            by_set[dataset] = rep
-            rows += [(pair, dataset, k + 1, v) for k, v in enumerate(rep["top1_by_position"])]
+        rows += [(pair, dataset, k + 1, v) for dataset, rep in by_set.items()
+                 for k, v in enumerate(rep["top1_by_position"])]
         reports[pair] = {**combine_reports(list(by_set.values())), "by_dataset": by_set}
     return pd.DataFrame(rows, columns=["pair", "dataset", "position", "top1"]), reports
+
+
+def _pair_reports(pair: str, prompts: list[Prompt], max_new_tokens: int, depth: int, load: dict) -> Optional[dict]:
+    """{dataset: `acceptance_report`} of one pair (None, with a warning, when its draft is absent)."""
+    from spectree.drafts.pairs import load_pair
+
+    try:
+        models = load_pair(pair, **load)
+    except SpectreeError as err:
+        warnings.warn(f"skipping {pair}: {err}")
+        return None
+    return {dataset: acceptance_report(models, [p for p in prompts if p.dataset == dataset], max_new_tokens, depth)
+            for dataset in dict.fromkeys(p.dataset for p in prompts)}
 
 
 def ablation_table(reports: dict, rows: dict[str, str]) -> pd.DataFrame:

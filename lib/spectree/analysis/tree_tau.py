@@ -97,20 +97,30 @@ def tree_tau_table(runs: dict[str, tuple[str, Policy]], prompts: list[Prompt], m
     """Rows (ROW_COLUMNS, indexed by label) for {label: (pair, policy)}: each pair loaded once and decoded under
     its policies. Pairs whose draft is absent are skipped with a warning, like oversized trees; both are in the
     returned {label: reason}. `load`: more arguments of `load_pair`."""
+    from spectree.core.workers import map_jobs
+
+    jobs = [(pair, {label: policy for label, (p, policy) in runs.items() if p == pair}, prompts, max_new_tokens, load)
+            for pair in dict.fromkeys(p for p, _ in runs.values())]  # one job per pair (`core.workers`)
+    rows, skipped = [], {}
+    for pair_rows, pair_skipped in map_jobs(_pair_rows, jobs, load.get("device") or "cpu", "tree τ by draft"):
+        rows += pair_rows
+        skipped.update(pair_skipped)
+    return pd.DataFrame(rows, columns=ROW_COLUMNS).set_index("label", drop=False), skipped
+
+
+def _pair_rows(pair: str, policies: dict[str, Policy], prompts: list[Prompt], max_new_tokens: int, load: dict
+               ) -> tuple[list[dict], dict[str, str]]:
+    """One pair's rows of `tree_tau_table` and what it skipped (the whole pair when its draft is absent)."""
     from spectree.drafts.pairs import load_pair
 
-    rows, skipped = [], {}
-    for pair in dict.fromkeys(p for p, _ in runs.values()):
-        policies = {label: policy for label, (p, policy) in runs.items() if p == pair}
-        try:
-            models = load_pair(pair, **load)
-        except SpectreeError as err:
-            warnings.warn(f"skipping {pair}: {err}")
-            skipped.update({label: str(err) for label in policies})
-            continue
-        steps = decode_steps(models, prompts, policies, max_new_tokens, skipped)
-        rows += [tree_row(label, pair, policies[label], s) for label, s in steps.items()]
-    return pd.DataFrame(rows, columns=ROW_COLUMNS).set_index("label", drop=False), skipped
+    try:
+        models = load_pair(pair, **load)
+    except SpectreeError as err:
+        warnings.warn(f"skipping {pair}: {err}")
+        return [], {label: str(err) for label in policies}
+    skipped: dict[str, str] = {}
+    steps = decode_steps(models, prompts, policies, max_new_tokens, skipped)
+    return [tree_row(label, pair, policies[label], s) for label, s in steps.items()], skipped
 
 
 # --- notebook 01: which drafts and trees, and the claims -------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -28,6 +27,7 @@ from spectree.core.errors import SpectreeError
 from spectree.core.manifest import digest, file_digest, inside, resume_or_refuse, resume_or_restart
 from spectree.core.paths import artifact_path, atomic_write_bytes, atomic_write_text, cache_dir, check_name
 from spectree.core.sampling import Sampling
+from spectree.core.workers import in_processes, load_models, worker_count
 from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
 from spectree.prompts import Prompt, chat_ids
 from spectree.replay.logtree import LogTree
@@ -237,9 +237,10 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
                          legacy)
     atomic_write_text(out / "config.json", json.dumps(cfg.record(), indent=1))  # the LogConfig, for readers
     todo = [(i, p) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]
-    workers = min(len(todo), log_workers(placed))
-    if workers > 1:  # prompts are independent: one process each, sharing the cores (`log_workers`)
-        _log_in_processes(todo, cfg, out, name, workers, str(placed), dtype)
+    workers = min(len(todo), worker_count(placed))
+    if workers > 1:  # prompts are independent: one process each, sharing the cores (`core.workers`)
+        in_processes(_log_in_worker, [(i, p, cfg, out) for i, p in todo], workers, cfg.pair, str(placed), dtype,
+                     desc=f"logging {name}")
     elif todo:
         target, draft, tok = models or load_pair(cfg.pair, device=device, dtype=dtype)
         for i, prompt in tqdm(todo, desc=f"logging {name}", unit="prompt"):
@@ -247,52 +248,13 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
     return out
 
 
-def _log_one(target, draft, tok, i: int, prompt: Prompt, cfg: LogConfig, out: Path) -> int:
+def _log_one(target, draft, tok, i: int, prompt: Prompt, cfg: LogConfig, out: Path) -> None:
     lp = log_prompt(target, draft, tok, prompt, cfg, (tok.eos_token_id,))
-    atomic_write_bytes(out / f"{i:04d}.parquet", _to_parquet_bytes(lp))
-    return i
+    atomic_write_bytes(out / f"{i:04d}.parquet", _to_parquet_bytes(lp))  # atomic: an interrupted run resumes
 
 
-def log_workers(device) -> int:
-    """Processes that log a logbook's prompts: `SPECTREE_LOG_WORKERS` if set, else one per core on a CPU (up to 8)
-    and one on a GPU. On a CPU, logging runs many small forwards that two threads barely speed up: two one-thread
-    processes log about 1.6× as many prompts per second as one two-thread process (docs/history.md)."""
-    asked = os.environ.get("SPECTREE_LOG_WORKERS", "")
-    if asked:
-        if not asked.isdigit() or int(asked) < 1:
-            raise SpectreeError(f"SPECTREE_LOG_WORKERS must be a positive whole number, got {asked!r}")
-        return int(asked)
-    return min(8, os.cpu_count() or 1) if torch.device(device).type == "cpu" else 1
-
-
-_WORKER_MODELS: tuple = ()  # a logging process's (target, draft, tokenizer)
-
-
-def _start_worker(pair: str, device: str, dtype, threads: int) -> None:
-    from spectree.drafts.pairs import load_pair
-
-    global _WORKER_MODELS
-    torch.set_num_threads(threads)
-    _WORKER_MODELS = load_pair(pair, device=device, dtype=dtype)
-
-
-def _log_in_worker(i: int, prompt: Prompt, cfg: LogConfig, out: Path) -> int:
-    return _log_one(*_WORKER_MODELS, i, prompt, cfg, out)
-
-
-def _log_in_processes(todo: list, cfg: LogConfig, out: Path, name: str, workers: int, device: str, dtype) -> None:
-    """Log `todo` ((index, prompt) pairs) in `workers` spawned processes, each loading the pair by name with this
-    process's threads shared among them; every file is written atomically, so an interrupted run resumes."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    threads = max(1, torch.get_num_threads() // workers)
-    with ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), initializer=_start_worker,
-                             initargs=(cfg.pair, device, dtype, threads)) as pool:
-        jobs = [pool.submit(_log_in_worker, i, prompt, cfg, out) for i, prompt in todo]
-        for job in tqdm(as_completed(jobs), total=len(jobs), desc=f"logging {name} ({workers} processes)",
-                        unit="prompt"):
-            job.result()  # a worker's error stops the run here, with its message
+def _log_in_worker(i: int, prompt: Prompt, cfg: LogConfig, out: Path) -> None:
+    _log_one(*load_models(), i, prompt, cfg, out)
 
 
 def _clear(out: Path) -> None:

@@ -40,6 +40,39 @@ def family_grid(specs: Sequence[str], modes: Sequence[str]) -> dict[str, Policy]
     return {f"{spec}+{mode}": parse_strategy(f"{spec}+{mode}") for spec in specs for mode in modes}
 
 
+def grid_runs(models: tuple, pair: str, prompts: list[Prompt], grid: dict[str, Policy], max_new_tokens: int,
+              kernels: str = "stock", skipped: dict | None = None) -> list[Run]:
+    """The lossless grid's runs (greedy; tokens, τ and γ, not time): `bench.run_strategies` with one prefill per
+    prompt and no warmup, the prompts split over `core.workers` processes (each loads `pair` on `kernels`) where
+    there are several. Runs come in prompt order, as from one process; a setting skipped on any prompt (trees over
+    the node guard) is dropped from all and named in `skipped`."""
+    from spectree.core.workers import in_processes, worker_count
+    from spectree.speed.bench import run_strategies
+
+    workers = min(len(prompts), worker_count(models[0].device))
+    if workers <= 1:
+        return run_strategies(models, prompts, grid, max_new_tokens, hf_packed=False, warmup=False, skipped=skipped,
+                              share_prefill=True)
+    parts = in_processes(_grid_part, [(prompts[w::workers], grid, max_new_tokens) for w in range(workers)], workers,
+                         pair, str(models[0].device), models[0].dtype, kernels, desc="lossless grid")
+    dropped = {label: why for _, part in parts for label, why in part.items()}
+    if skipped is not None:
+        skipped.update(dropped)
+    order = {p.key: i for i, p in enumerate(prompts)}
+    return sorted((r for runs, _ in parts for r in runs if r.strategy not in dropped), key=lambda r: order[r.prompt])
+
+
+def _grid_part(prompts: list[Prompt], grid: dict[str, Policy], max_new_tokens: int) -> tuple[list[Run], dict]:
+    """One worker's share of `grid_runs`: (its runs, the settings it skipped)."""
+    from spectree.core.workers import load_models
+    from spectree.speed.bench import run_strategies
+
+    skipped: dict = {}
+    runs = run_strategies(load_models(), prompts, grid, max_new_tokens, hf_packed=False, warmup=False,
+                          skipped=skipped, share_prefill=True)
+    return runs, skipped
+
+
 def by_dataset(runs: list[Run]) -> dict[str, list[Run]]:
     """The runs of each prompt set (the dataset part of the prompt key: 'copy', 'mtbench', ...), in run order."""
     out: dict[str, list[Run]] = {}

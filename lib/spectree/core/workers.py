@@ -54,12 +54,25 @@ def in_processes(job: Callable, args: Sequence[tuple], workers: int, pair: Optio
     """[job(*a) for a in args], run in `workers` spawned processes, each loading `pair` first where one is given
     (`load_models`; else a job loads what it needs). `job` must be a module-level function; results come back in the
     order of `args`; a job's error is raised here."""
+    threads = max(1, torch.get_num_threads() // workers)
+    initargs = (None if pair is None else str(pair), device, dtype, kernels, threads)
+    before = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"  # read as tqdm loads in each worker: only this process's bar, over the jobs
+    try:
+        return _run_pool(job, args, workers, initargs, desc)
+    finally:
+        if before is None:
+            del os.environ["TQDM_DISABLE"]
+        else:
+            os.environ["TQDM_DISABLE"] = before
+
+
+def _run_pool(job: Callable, args: Sequence[tuple], workers: int, initargs: tuple, desc: str) -> list:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    threads = max(1, torch.get_num_threads() // workers)
     with ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), initializer=_start,
-                             initargs=(None if pair is None else str(pair), device, dtype, kernels, threads)) as pool:
+                             initargs=initargs) as pool:
         futures = {pool.submit(job, *a): i for i, a in enumerate(args)}
         out: list = [None] * len(futures)
         for f in tqdm(as_completed(futures), total=len(futures), desc=f"{desc} ({workers} processes)", unit="job"):

@@ -35,13 +35,11 @@ def worker_count(device: Any = "cpu") -> int:
 _MODELS: tuple = ()  # a worker's (target, draft, tokenizer)
 
 
-def _start(pair: Optional[str], device: Optional[str], dtype: Any, kernels: str, threads: int) -> None:
-    from spectree.drafts.pairs import load_pair
-
+def _start(load: Optional[Callable[[], tuple]], threads: int) -> None:
     global _MODELS
     torch.set_num_threads(threads)
-    if pair is not None:
-        _MODELS = load_pair(pair, device=device, dtype=dtype, kernels=kernels)
+    if load is not None:
+        _MODELS = load()
 
 
 def load_models() -> tuple:
@@ -49,13 +47,13 @@ def load_models() -> tuple:
     return _MODELS
 
 
-def in_processes(job: Callable, args: Sequence[tuple], workers: int, pair: Optional[str] = None,
-                 device: Optional[str] = None, dtype: Any = "auto", kernels: str = "stock", desc: str = "") -> list:
-    """[job(*a) for a in args], run in `workers` spawned processes, each loading `pair` first where one is given
-    (`load_models`; else a job loads what it needs). `job` must be a module-level function; results come back in the
+def in_processes(job: Callable, args: Sequence[tuple], workers: int, load: Optional[Callable[[], tuple]] = None,
+                 desc: str = "") -> list:
+    """[job(*a) for a in args], run in `workers` spawned processes, each calling `load` first where one is given
+    (e.g. `functools.partial(load_pair, pair)`; its models: `load_models`; else a job loads what it needs). `job` must be a module-level function; results come back in the
     order of `args`; a job's error is raised here."""
     threads = max(1, torch.get_num_threads() // workers)
-    initargs = (None if pair is None else str(pair), device, dtype, kernels, threads)
+    initargs = (load, threads)
     before = os.environ.get("TQDM_DISABLE")
     os.environ["TQDM_DISABLE"] = "1"  # read as tqdm loads in each worker: only this process's bar, over the jobs
     try:

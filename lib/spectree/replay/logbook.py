@@ -239,8 +239,10 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
     todo = [(i, p) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]
     workers = min(len(todo), worker_count(placed))
     if workers > 1:  # prompts are independent: one process each, sharing the cores (`core.workers`)
-        in_processes(_log_in_worker, [(i, p, cfg, out) for i, p in todo], workers, cfg.pair, str(placed), dtype,
-                     desc=f"logging {name}")
+        from functools import partial
+
+        in_processes(_log_in_worker, [(i, p, cfg, out) for i, p in todo], workers,
+                     partial(load_pair, cfg.pair, device=str(placed), dtype=dtype), f"logging {name}")
     elif todo:
         target, draft, tok = models or load_pair(cfg.pair, device=device, dtype=dtype)
         for i, prompt in tqdm(todo, desc=f"logging {name}", unit="prompt"):

@@ -46,15 +46,19 @@ def grid_runs(models: tuple, pair: str, prompts: list[Prompt], grid: dict[str, P
     prompt and no warmup, the prompts split over `core.workers` processes (each loads `pair` on `kernels`) where
     there are several. Runs come in prompt order, as from one process; a setting skipped on any prompt (trees over
     the node guard) is dropped from all and named in `skipped`."""
+    from functools import partial
+
     from spectree.core.workers import in_processes, worker_count
+    from spectree.drafts.pairs import load_pair
     from spectree.speed.bench import run_strategies
 
     workers = min(len(prompts), worker_count(models[0].device))
     if workers <= 1:
         return run_strategies(models, prompts, grid, max_new_tokens, hf_packed=False, warmup=False, skipped=skipped,
                               share_prefill=True)
+    load = partial(load_pair, pair, device=str(models[0].device), dtype=models[0].dtype, kernels=kernels)
     parts = in_processes(_grid_part, [(prompts[w::workers], grid, max_new_tokens) for w in range(workers)], workers,
-                         pair, str(models[0].device), models[0].dtype, kernels, desc="lossless grid")
+                         load, "lossless grid")
     dropped = {label: why for _, part in parts for label, why in part.items()}
     if skipped is not None:
         skipped.update(dropped)

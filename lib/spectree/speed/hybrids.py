@@ -50,15 +50,14 @@ def grid_runs(models: tuple, pair: str, prompts: list[Prompt], grid: dict[str, P
 
     from spectree.core.workers import in_processes, worker_count
     from spectree.drafts.pairs import load_pair
-    from spectree.speed.bench import run_strategies
 
-    workers = min(len(prompts), worker_count(models[0].device))
-    if workers <= 1:
-        return run_strategies(models, prompts, grid, max_new_tokens, hf_packed=False, warmup=False, skipped=skipped,
-                              share_prefill=True)
-    load = partial(load_pair, pair, device=str(models[0].device), dtype=models[0].dtype, kernels=kernels)
-    parts = in_processes(_grid_part, [(prompts[w::workers], grid, max_new_tokens) for w in range(workers)], workers,
-                         load, "lossless grid")
+    workers = max(1, min(len(prompts), worker_count(models[0].device)))
+    jobs = [(prompts[w::workers], grid, max_new_tokens) for w in range(workers)]
+    if workers == 1:
+        parts = [_grid_part(*jobs[0], models)]
+    else:
+        load = partial(load_pair, pair, device=str(models[0].device), dtype=models[0].dtype, kernels=kernels)
+        parts = in_processes(_grid_part, jobs, workers, load, "lossless grid")
     dropped = {label: why for _, part in parts for label, why in part.items()}
     if skipped is not None:
         skipped.update(dropped)
@@ -66,13 +65,15 @@ def grid_runs(models: tuple, pair: str, prompts: list[Prompt], grid: dict[str, P
     return sorted((r for runs, _ in parts for r in runs if r.strategy not in dropped), key=lambda r: order[r.prompt])
 
 
-def _grid_part(prompts: list[Prompt], grid: dict[str, Policy], max_new_tokens: int) -> tuple[list[Run], dict]:
-    """One worker's share of `grid_runs`: (its runs, the settings it skipped)."""
+def _grid_part(prompts: list[Prompt], grid: dict[str, Policy], max_new_tokens: int, models: tuple = ()
+               ) -> tuple[list[Run], dict]:
+    """One share of `grid_runs` on `models` (a worker's own, `core.workers.load_models`, when none are given):
+    (its runs, the settings it skipped)."""
     from spectree.core.workers import load_models
     from spectree.speed.bench import run_strategies
 
     skipped: dict = {}
-    runs = run_strategies(load_models(), prompts, grid, max_new_tokens, hf_packed=False, warmup=False,
+    runs = run_strategies(models or load_models(), prompts, grid, max_new_tokens, hf_packed=False, warmup=False,
                           skipped=skipped, share_prefill=True)
     return runs, skipped
 

@@ -91,3 +91,25 @@ def test_outputs_that_change_between_repeats_are_reported():
     runs[-1].tokens = [9]
     assert unsteady_outputs(runs) == ["chain gave other tokens on p1 in repeat 1 than in its first repeat"]
     assert unsteady_outputs(runs[:-1]) == []
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/stat"), reason="needs Linux /proc/stat")
+def test_a_busy_machine_is_warned_of_in_a_timed_run_and_not_in_an_untimed_one(models):
+    import subprocess
+    import sys
+    import time
+    import warnings
+
+    prompts = PROMPTS * 8  # long enough for the meter to read the neighbour
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # about one core of other load
+    try:
+        time.sleep(0.3)
+        with pytest.warns(UserWarning, match="the machine was busy"):
+            run_strategies(models, prompts, _policies(), 16, warmup=False, hf_packed=False)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            run_strategies(models, prompts, _policies(), 16, warmup=False, hf_packed=False, share_prefill=True)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert not [w for w in seen if "the machine was busy" in str(w.message)]  # tokens, τ and γ: nothing timed

@@ -119,7 +119,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     `projected_s`: the step model's seconds for the run's own steps (`stepmodel.predict_live`) plus its prefill,
     and `plain_s`, its seconds for plain decoding of the same tokens at the same prefixes (`summarize_runs`).
     `share_prefill`: every policy starts from one prefill of each prompt (`core.decode.Prefill`): for checks that
-    read tokens, τ and γ, not time (its runs' seconds leave the prompt out)."""
+    read tokens, τ and γ, not time (its runs' seconds leave the prompt out, and a busy machine is not warned of)."""
     target, draft, tok = models
     drafts = dict(drafts or {})
     assistant = draft if hf_assisted and standalone(draft) else None
@@ -207,7 +207,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
         ids = chat_ids(tok, prompt.text)
         for repeat in range(repeats):
             one_pass(prompt, ids, repeat)
-    why = busy_warning([r.other_cores for r in runs], [r.seconds for r in runs])
+    why = None if share_prefill else busy_warning([r.other_cores for r in runs], [r.seconds for r in runs])
     for message in ([why] if why else []) + (unsteady_outputs(runs) if sampling.greedy else []):
         warnings.warn(message)
     for run in runs:

@@ -7,7 +7,6 @@ when even the fastest misses it), a claim pooled over a prompt set bootstraps ov
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -74,10 +73,8 @@ def _grid_part(prompts: list[Prompt], grid: dict[str, Policy], max_new_tokens: i
     from spectree.speed.bench import run_strategies
 
     skipped: dict = {}
-    with warnings.catch_warnings():  # untimed: the other workers are the "busy machine" the bench would warn about
-        warnings.filterwarnings("ignore", message="the machine was busy")
-        runs = run_strategies(models or load_models(), prompts, grid, max_new_tokens, hf_packed=False, warmup=False,
-                              skipped=skipped, share_prefill=True)
+    runs = run_strategies(models or load_models(), prompts, grid, max_new_tokens, hf_packed=False, warmup=False,
+                          skipped=skipped, share_prefill=True)
     return runs, skipped
 
 

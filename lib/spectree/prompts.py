@@ -39,7 +39,7 @@ _SOURCES: dict[str, tuple[str, str, str]] = {
 }
 _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant", "bing": "assistant",
           "bard": "assistant", "assistant": "assistant", "system": "system"}
-_SPEC_PART = re.compile(r"^([a-z]+)(?::(\d+))?$")
+_SPEC_PART = re.compile(r"^([a-z]+)(?::(\d+)(?:@(\d+))?)?$")
 _SEPARATORS = re.compile(r"[\s,]*")
 
 
@@ -233,49 +233,53 @@ def _check_n(n: int | None) -> None:
         raise SpectreeError(f"prompt count must be a non-negative integer or None, got {n!r}")
 
 
-def load_prompts(dataset: str, n: int | None = None) -> list[Prompt]:
-    """The first `n` prompts of `dataset` in file order (all of them when `n` is None); more than the set holds
-    is refused."""
+def load_prompts(dataset: str, n: int | None = None, offset: int = 0) -> list[Prompt]:
+    """`n` prompts of `dataset` in file order from index `offset` (the first n by default; all from `offset` when
+    `n` is None); more than the set holds is refused."""
     _check_dataset(dataset)
     _check_n(n)
+    _check_n(offset)
     prompts = _all_prompts(dataset)
-    if n is not None and n > len(prompts):
-        raise SpectreeError(f"{dataset} holds {len(prompts)} prompts, not {n}: ask for at most {dataset}:{len(prompts)} "
-                            f"(or '{dataset}' for all)")
-    return list(prompts if n is None else prompts[:n])
+    if (n or 0) + offset > len(prompts) or offset >= len(prompts):
+        raise SpectreeError(f"{dataset} holds {len(prompts)} prompts, not {n} from index {offset}: ask for at most "
+                            f"{dataset}:{len(prompts) - offset}" + (f"@{offset}" if offset else "")
+                            + f" (or '{dataset}' for all)")
+    return list(prompts[offset:] if n is None else prompts[offset:offset + n])
 
 
 def parse_prompt_spec(spec: str) -> list[Prompt]:
-    """Prompts for a spec like "mtbench:16" or "mtbench:8+humaneval:8" (a bare name means all), or naming a prompt
-    file, "jsonl:PATH[:N]" (`prompt_files`: its first N lines, all without N; every line checked here); a count of
-    0, more than a set holds, or a set named twice is refused. Every part is checked before any is read."""
+    """Prompts for a spec like "mtbench:16" or "mtbench:8+humaneval:8" (a bare name means all; "mtbench:8@16": 8
+    prompts from index 16, e.g. held out from a component trained on the first 16), or naming a prompt file,
+    "jsonl:PATH[:N]" (`prompt_files`: its first N lines, all without N; every line checked here); a count of 0,
+    more than a set holds, or a set named twice is refused. Every part is checked before any is read."""
     from spectree.prompt_files import is_jsonl, read_prompt_file, split_part
 
-    parts: dict[str, tuple[str, int | None]] = {}  # what a part names → (dataset or "jsonl", count)
+    parts: dict[str, tuple[str, int | None, int]] = {}  # what a part names → (dataset or "jsonl", count, offset)
     files: dict[str, Path] = {}
     for part in str(spec).split("+"):
         if is_jsonl(part):
             path, count = split_part(part)
             name = str(path.resolve())
             files[name] = path
-            kind = "jsonl"
+            kind, offset = "jsonl", 0
         else:
             match = _SPEC_PART.match(part.strip())
             if match is None:
-                raise SpectreeError(f"malformed prompt spec {spec!r} at {part!r}: expected NAME[:COUNT] or "
+                raise SpectreeError(f"malformed prompt spec {spec!r} at {part!r}: expected NAME[:COUNT[@OFFSET]] or "
                                     f"jsonl:PATH[:COUNT] joined by '+', e.g. 'mtbench:8+humaneval:8'; valid names: "
                                     f"{', '.join(DATASETS)}")
             name = kind = match.group(1)
             count = None if match.group(2) is None else int(match.group(2))
+            offset = int(match.group(3) or 0)
             _check_dataset(name)
         if name in parts:
             raise SpectreeError(f"prompt spec {spec!r} names {name} twice: give it once, with the count you want")
         if count == 0:
             raise SpectreeError(f"prompt spec {spec!r} asks for 0 {name} prompts: give a count >= 1")
-        parts[name] = (kind, count)
-    prompts = [p for name, (kind, n) in parts.items()
+        parts[name] = (kind, count, offset)
+    prompts = [p for name, (kind, n, offset) in parts.items()
                for p in ([Prompt(*row) for row in read_prompt_file(files[name], n)] if kind == "jsonl"
-                         else load_prompts(name, n))]
+                         else load_prompts(name, n, offset))]
     keys: dict[str, Prompt] = {}
     for p in prompts:
         if p.key in keys:

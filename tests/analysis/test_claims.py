@@ -31,7 +31,8 @@ def test_only_claims_defines_the_vocabulary():
     owners = [p.relative_to(LIB).as_posix() for p in LIB.rglob("*.py")
               if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "VERDICTS" for t in n.targets)
                      for n in ast.walk(ast.parse(p.read_text())))]
-    assert owners == ["analysis/claims.py"] and C.VERDICTS == ("holds", "does not hold", "inconclusive")
+    assert owners == ["analysis/claims.py"]
+    assert C.VERDICTS == ("holds", "does not hold", "inconclusive", "not testable")
 
 
 def test_interval_rule_reads_the_whole_interval_against_the_bar():
@@ -128,6 +129,8 @@ def test_cluster_rule_reads_the_interval_over_prompts():
 
 def test_all_of_claim_summary_and_display():
     yes, no, maybe = (C.Evidence(v, "r", n) for v, n in zip(C.VERDICTS, (10, 9, 3)))
+    untested = C.not_testable("the paper leaves its threshold unsaid")
+    assert C.all_of([untested, untested]).verdict == "not testable" and C.all_of([yes, untested]).verdict == "inconclusive"
     assert C.all_of([yes, yes]).verdict == "holds" and C.all_of([yes, no, maybe]).verdict == "does not hold"
     assert C.all_of([yes, maybe]).verdict == "inconclusive" and C.all_of([yes, maybe]).n == 3
     assert C.all_of([]).verdict == "inconclusive" and C.unscored().n == 0
@@ -137,9 +140,48 @@ def test_all_of_claim_summary_and_display():
     assert "x: INCONCLUSIVE (N = 3)" in C.claims_text([c]) and "rule:  r" in C.claims_text([c])
     with pytest.raises(ValueError):
         C.claim("x", "p", 1, C.Evidence("maybe", "r", 1))
-    summary = C.claims_summary([c, C.claim("y", "p", 2, yes), C.claim("z", "p", float("nan"), no)])
-    assert summary["claims_tally"] == "1 holds, 1 does not hold, 1 inconclusive"
+    summary = C.claims_summary([c, C.claim("y", "p", 2, yes), C.claim("z", "p", float("nan"), no),
+                                C.claim("b", "—", 1, yes, kind="bar"), C.claim("u", "p", "—", untested)])
+    assert summary["paper_claims"] == "1 holds, 1 does not hold, 1 inconclusive, 1 not testable"
+    assert summary["our_bars"] == "1 holds, 0 does not hold, 0 inconclusive, 0 not testable"
+    assert summary["claims_tally"] == f"paper claims: {summary['paper_claims']}; our bars: {summary['our_bars']}"
+    with pytest.raises(ValueError):
+        C.claim("x", "p", 1, yes, kind="goal")
     assert json.dumps(summary, allow_nan=False) and summary["claims"][2]["ours"] is None
+
+
+def test_a_decisive_verdict_needs_eight_independent_units():
+    """No holds / does not hold on fewer than MIN_UNITS units: the claim says inconclusive and why."""
+    few = C.interval_rule(0.6, 0.55, 0.65, 0.5, 5, "x")
+    assert few.verdict == "holds" and C.claim("x", "p", 1, few)["verdict"] == "inconclusive"
+    assert "5 < 8 independent units" in C.claim("x", "p", 1, few)["rule"]
+    assert C.claim("x", "p", 1, C.interval_rule(0.4, 0.35, 0.45, 0.5, 8, "x"))["verdict"] == "does not hold"
+
+
+def test_a_paper_claim_that_does_not_hold_carries_a_computed_diagnosis():
+    """The 'more prompts' factor is read off the evidence: an inconclusive interval that would clear its bar at a
+    reachable n says "too few prompts"; a does-not-hold says more prompts would not flip it; other factors
+    given as readings name what flips it; a bar of ours and a holding claim carry none."""
+    near = C.interval_rule(0.1, -0.05, 0.25, 0.0, 10, "x")  # half-width 0.15, gap 0.1: ≈ 23 prompts
+    c = C.claim("x", "p", 1, near)
+    assert c["diagnosis"].startswith("too few prompts") and "≈ 23 prompts" in c["diagnosis"]
+    assert C.units_needed(near) == pytest.approx(22.5)
+    far = C.interval_rule(-0.2, -0.3, -0.1, 0.0, 16, "x")
+    knobs = C.claim("y", "p", 1, far, readings={"paper's knobs": "holds at s_d/s_t 0.037"})
+    assert knobs["diagnosis"].startswith("holds with paper's knobs") and "would not flip it" in knobs["diagnosis"]
+    pair = C.claim("z", "p", 1, far, readings={"draft quality": "does not hold at any agreement up to 0.80"})
+    assert pair["diagnosis"].startswith("no factor flips it: a property of this pair")
+    assert C.claim("b", "—", 1, far, kind="bar")["diagnosis"] == ""
+    assert C.claim("h", "p", 1, C.interval_rule(0.2, 0.1, 0.3, 0.0, 16, "x"))["diagnosis"] == ""
+
+
+def test_the_bca_interval_is_offered_beside_the_percentile_one():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1.0, 0.3, 16), rng.normal(0.8, 0.3, 16)
+    diff = lambda x, y, axis=-1: x.mean(axis) - y.mean(axis)  # noqa: E731
+    bca = C.bootstrap_rule([a, b], diff, 0.0, "Δ", method="BCa")
+    pct = C.bootstrap_rule([a, b], diff, 0.0, "Δ")
+    assert "BCa" in bca.rule and "BCa" not in pct.rule and (bca.low, bca.high) != (pct.low, pct.high)
 
 
 # --- notebook 01: draft claims ------------------------------------------------------------------------------

@@ -104,7 +104,9 @@ def test_results_are_stamped_once_with_profile_commit_date_host_time_and_pairs(w
     header = text.split("\n## ")[0].splitlines()
     for line in ("- profile: quick", "- commit: abc1234", "- date: 2000-01-01 00:00 UTC",
                  "- host: Test CPU, AVX2, 2 threads", "- wall time: 9 s (the sum of 3 notebooks' recorded run times)",
-                 "- pairs: pair-one, pair-two", "- claims: 1 holds, 1 does not hold, 2 inconclusive"):
+                 "- pairs: pair-one, pair-two",
+                 "- paper claims: 1 holds, 1 does not hold, 2 inconclusive, 0 not testable",
+                 "- our bars: 0 holds, 0 does not hold, 0 inconclusive, 0 not testable"):
         assert line in header, line
     assert text.count("abc1234") == 1 and text.count("Test CPU") == 1  # said once, not per notebook
     assert "ran in this invocation (3 s)" in text.split("## 02_beta")[1]  # each section keeps its own seconds
@@ -263,7 +265,7 @@ def test_nothing_is_carried_over_from_an_earlier_results_file(workbook, no_paper
     figures_copy = (workbook / "figures" / "RESULTS.md").read_text()
     assert re.findall(r"^## (.+)$", figures_copy, re.M) == ["00_alpha", "GPU checklist"]
     assert not re.search("carried|old claim|old alpha|f3cfe36", figures_copy, re.I)
-    assert "- claims: 0 holds, 1 does not hold, 0 inconclusive" in figures_copy  # 00_alpha's claim only
+    assert "- paper claims: 0 holds, 1 does not hold, 0 inconclusive, 0 not testable" in figures_copy  # 00_alpha's
     runner.main(["--profile", "default", "--notebooks", *NOTEBOOKS])  # 02, 04 now run without a summary
     root = (workbook / "RESULTS.md").read_text()
     assert re.findall(r"^## (.+)$", root, re.M) == ["00_alpha", "02_beta", "04_gamma", "GPU checklist"]

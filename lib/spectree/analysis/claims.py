@@ -1,10 +1,13 @@
 """Claims: the papers' statements next to ours, judged by stated statistical rules in one vocabulary.
 
 Every notebook's claims are built here: `claim(name, paper, ours, evidence)` takes the `Evidence` of one rule
-helper, so every claim carries its verdict (one of VERDICTS), the `rule` that decided it and the sample size `n`
-its evidence rests on (tokens, prompts, trees, grid points, timing repeats). The rules share one reading: a claim
-holds when the whole interval of its statistic is on the claimed side of the bar, does not hold when the whole
-interval is on the other side, and is inconclusive otherwise or below the rule's minimum n. Intervals come from
+helper, so every claim carries its verdict (one of VERDICTS), the `rule` that decided it, the number `n` of
+independent units its evidence rests on (prompts; trees, seeds or timing rounds where a claim is not about prompts),
+its kind (a paper's statement, or a bar of ours: counted apart) and, where a paper claim does not hold or is
+inconclusive, a computed `diagnosis` (`diagnose`). The rules share one reading: a claim holds when the whole
+interval of its statistic is on the claimed side of the bar, does not hold when the whole interval is on the other
+side, and is inconclusive otherwise or on fewer than MIN_UNITS units; a claim this pair cannot test says "not
+testable" and why (`not_testable`), never a verdict by construction. Intervals come from
 scipy: Wilson intervals for proportions (`binomtest`), t intervals for means (`ttest_1samp`), percentile
 bootstraps paired over prompts (`bootstrap`), Fisher-z intervals for Spearman ρ (`pearsonr` on ranks);
 deterministic readings use a stated tolerance as their interval. Statistics of draft tokens (notebooks 04–07)
@@ -27,10 +30,13 @@ from scipy import stats
 
 from spectree.analysis.rules import Statistic, cluster_interval
 
-VERDICTS = ("holds", "does not hold", "inconclusive")
-HOLDS, FAILS, INCONCLUSIVE = VERDICTS
+VERDICTS = ("holds", "does not hold", "inconclusive", "not testable")
+HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE = VERDICTS
+KINDS = ("paper", "bar")  # a paper's statement about a method's behaviour; a goal we set (speed, lossless, ...)
+PAPER, BAR = KINDS
 LOSSLESS = "\"SD can achieve lossless acceleration\" (EDD §4.1, l.521)"  # the papers' premise, the paper column
 MIN_PROMPTS = 8  # comparisons resampled over prompts need at least this many
+MIN_UNITS = 8  # no holds / does not hold on fewer independent units (prompts; trees, seeds or timing rounds)
 OPS = {(True, False): "≥", (True, True): ">", (False, False): "≤", (False, True): "<"}  # (above, strict)
 
 
@@ -43,22 +49,56 @@ class Evidence:
     estimate: float = math.nan
     low: float = math.nan
     high: float = math.nan
+    bar: float = math.nan  # what the interval was read against (NaN where no single bar applies)
+    above: bool = True  # the claim is statistic ≥ bar (False: ≤ bar)
 
 
-def claim(name: str, paper: str, ours: Any, evidence: Evidence, goal: str = "", **details: Any) -> dict[str, Any]:
+def claim(name: str, paper: str, ours: Any, evidence: Evidence, goal: str = "", *, kind: str = PAPER,
+          readings: Optional[dict[str, str]] = None, **details: Any) -> dict[str, Any]:
     """One reproduced claim: the paper's statement (its own words or number, "—" where the paper states none),
     our `goal` where the bar is ours and not the paper's (e.g. an issue's target, a threshold the paper leaves
-    open), ours, and the evidence's verdict, rule, n and interval. A bar of ours (one that opens with ≥ ≤ < >, or
-    names an issue) given as the paper's statement is an error: it belongs in `goal`."""
+    open), ours, and the evidence's verdict, rule, n and interval. `kind` says what is judged: "paper" (a paper's
+    statement about a method's behaviour) or "bar" (a goal we set: speed ≥ x, projection accuracy, a lossless
+    check, engine tuning, the GPU checklist, even where a paper number stands beside it); the tallies count them
+    apart. `readings` re-reads a paper claim that does not hold or is inconclusive under each factor that applies
+    ({factor: reading}: draft quality, the paper's knobs, more prompts, training budget and seed, a GPU cost
+    model); its `diagnosis` says which flips it, if any (`diagnose`; the prompts' factor is read from the
+    evidence itself, `prompts_reading`, unless given).
+    A decisive verdict on fewer than MIN_UNITS independent units (`evidence.n`) is inconclusive. A bar of ours
+    (one that opens with ≥ ≤ < >, or names an issue) given as the paper's statement is an error: it belongs in
+    `goal`."""
     if evidence.verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, got {evidence.verdict!r}")
+    if kind not in KINDS:
+        raise ValueError(f"claim {name!r}: kind must be one of {KINDS}, got {kind!r}")
     if paper.lstrip()[:1] in set("≥≤<>") or "issue" in paper.lower():
         raise ValueError(f"claim {name!r}: the paper column holds the paper's statement, not our bar {paper!r}; "
                          "give the bar as goal=")
-    return {"name": name, "paper": paper, "goal": goal, "ours": ours, "verdict": evidence.verdict,
-            "rule": evidence.rule,
-            "n": int(evidence.n), "estimate": evidence.estimate, "interval": [evidence.low, evidence.high],
+    evidence = enough_units(evidence)
+    readings = dict(readings or {})
+    if kind == PAPER and evidence.verdict in (FAILS, INCONCLUSIVE):
+        readings.setdefault("more prompts", prompts_reading(evidence))
+    else:
+        readings = {}
+    return {"name": name, "kind": kind, "paper": paper, "goal": goal, "ours": ours, "verdict": evidence.verdict,
+            "rule": evidence.rule, "n": int(evidence.n), "estimate": evidence.estimate,
+            "interval": [evidence.low, evidence.high], "readings": readings, "diagnosis": diagnose(readings),
             "details": details}
+
+
+def enough_units(evidence: Evidence, min_units: int = MIN_UNITS) -> Evidence:
+    """A holds / does not hold resting on fewer than `min_units` independent units becomes inconclusive, and its
+    rule says why; every other verdict is returned as it is."""
+    if evidence.verdict in (HOLDS, FAILS) and evidence.n < min_units:
+        return replace(evidence, verdict=INCONCLUSIVE,
+                       rule=f"{evidence.rule}; n = {evidence.n} < {min_units} independent units: inconclusive")
+    return evidence
+
+
+def not_testable(why: str) -> Evidence:
+    """A claim that cannot be tested here (the paper leaves the setting unsaid, or this pair cannot reach the
+    comparison's premise): verdict "not testable", the reason as its rule, n = 0. Never a verdict by construction."""
+    return Evidence(NOT_TESTABLE, why, 0)
 
 
 def verdict_text(c: dict[str, Any]) -> str:
@@ -70,14 +110,23 @@ def verdict_text(c: dict[str, Any]) -> str:
 
 def claims_text(claims: Sequence[dict[str, Any]]) -> str:
     """Every claim as a short block (name: verdict, then paper, ours and rule), for the notebooks to print."""
-    return "\n".join(f"{c['name']}: {verdict_text(c).upper()}\n  paper: {c['paper']}\n"
-                     + (f"  goal:  {c['goal']}\n" if c.get("goal") else "") + f"  ours:  {c['ours']}\n"
-                     f"  rule:  {c['rule']}" for c in claims)
+    return "\n".join(f"{c['name']}: {verdict_text(c).upper()}" + (" [our bar]" if c.get("kind") == BAR else "")
+                     + f"\n  paper: {c['paper']}\n" + (f"  goal:  {c['goal']}\n" if c.get("goal") else "")
+                     + f"  ours:  {c['ours']}\n  rule:  {c['rule']}"
+                     + (f"\n  why:   {c['diagnosis']}" if c.get("diagnosis") else "") for c in claims)
+
+
+def count(claims: Sequence[dict[str, Any]]) -> str:
+    """'2 holds, 0 does not hold, 1 inconclusive, 0 not testable'."""
+    return ", ".join(f"{sum(c.get('verdict') == v for c in claims)} {v}" for v in VERDICTS)
 
 
 def tally(claims: Sequence[dict[str, Any]]) -> str:
-    """'2 holds, 0 does not hold, 1 inconclusive'."""
-    return ", ".join(f"{sum(c.get('verdict') == v for c in claims)} {v}" for v in VERDICTS)
+    """The two tallies, the papers' claims apart from our own bars: 'paper claims: 2 holds, 0 does not hold,
+    1 inconclusive, 0 not testable; our bars: 1 holds, …' (a claim without a kind is a paper claim)."""
+    bars = [c for c in claims if c.get("kind") == BAR]
+    papers = [c for c in claims if c.get("kind") != BAR]
+    return f"paper claims: {count(papers)}; our bars: {count(bars)}"
 
 
 def jsonable(obj: Any) -> Any:
@@ -94,8 +143,11 @@ def jsonable(obj: Any) -> Any:
 
 
 def claims_summary(claims: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The summary JSON's claim part: the tally and the claims themselves (strict JSON)."""
-    return {"claims_tally": tally(claims), "claims": jsonable(list(claims))}
+    """The summary JSON's claim part: the two tallies (paper claims, our bars), both together as `claims_tally`,
+    and the claims themselves (strict JSON)."""
+    bars = [c for c in claims if c.get("kind") == BAR]
+    return {"paper_claims": count([c for c in claims if c.get("kind") != BAR]), "our_bars": count(bars),
+            "claims_tally": tally(claims), "claims": jsonable(list(claims))}
 
 
 # --- rules --------------------------------------------------------------------------------------------------
@@ -116,7 +168,7 @@ def interval_rule(estimate: float, low: float, high: float, bar: float, n: int, 
     else:
         verdict = HOLDS if (hi < bar if strict else hi <= bar) else FAILS if (lo >= bar if strict else lo > bar) \
             else INCONCLUSIVE
-    return Evidence(verdict, rule, int(n), float(estimate), lo, hi)
+    return Evidence(verdict, rule, int(n), float(estimate), lo, hi, float(bar), above)
 
 
 def proportion_rule(successes: int, n: int, bar: float, what: str, *, above: bool = True, min_n: int = 1,
@@ -154,9 +206,11 @@ def correlation_rule(x: Any, y: Any, bar: float, what: str, *, above: bool = Tru
 
 def bootstrap_rule(samples: Sequence[Any], statistic: Callable[..., Any], bar: float, what: str, *,
                    above: bool = True, strict: bool = False, min_n: int = MIN_PROMPTS, unit: str = "prompts",
-                   level: float = 0.95, n_resamples: int = 2000, seed: int = 0, vectorized: bool = True) -> Evidence:
+                   level: float = 0.95, n_resamples: int = 2000, seed: int = 0, vectorized: bool = True,
+                   method: str = "percentile") -> Evidence:
     """A statistic of paired per-unit samples (one value per prompt, or per token, in each array) against a bar,
-    by a seeded percentile bootstrap over the units (scipy bootstrap, paired). `statistic(*arrays, axis=-1)`
+    by a seeded bootstrap over the units (scipy bootstrap, paired; `method` "percentile" or "BCa", the
+    bias-corrected and accelerated interval). `statistic(*arrays, axis=-1)`
     is vectorised unless `vectorized` is False (then `statistic(*arrays)` on 1-D arrays); a statistic
     undefined (NaN) in more resamples than the interval's lower tail leaves the claim inconclusive."""
     arrays = [np.asarray(s, dtype=float) for s in samples]
@@ -169,11 +223,12 @@ def bootstrap_rule(samples: Sequence[Any], statistic: Callable[..., Any], bar: f
             batch = max(1, 4_000_000 // (n * len(arrays)))  # resamples per call: about 32 MB of floats
             res = stats.bootstrap(arrays, statistic, paired=True, vectorized=vectorized, axis=-1,
                                   confidence_level=level, n_resamples=n_resamples, batch=batch,
-                                  method="percentile", rng=np.random.default_rng(seed))
+                                  method=method, rng=np.random.default_rng(seed))
             if np.isnan(res.bootstrap_distribution).mean() <= (1 - level) / 2:
                 lo, hi = res.confidence_interval
+    kind = "BCa " if method.lower() == "bca" else ""
     return interval_rule(estimate, lo, hi, bar, n, what, above=above, strict=strict, min_n=max(2, min_n),
-                         unit=unit, method=f"{level:.0%} paired bootstrap")
+                         unit=unit, method=f"{level:.0%} paired {kind}bootstrap")
 
 
 def prompt_interval_rule(estimate: float, low: float, high: float, bar: float, n_prompts: int, what: str, *,
@@ -217,14 +272,64 @@ def tolerance_rule(value: float, tolerance: float, n: int, what: str, unit: str)
 
 
 def all_of(parts: Iterable[Evidence], rule: Optional[str] = None) -> Evidence:
-    """Several rules together: holds if every part holds, does not hold if any part does not, else inconclusive;
-    n is the smallest part's, the estimate the first part's (no parts: inconclusive, n = 0)."""
+    """Several rules together: holds if every part holds, does not hold if any part does not, not testable if no
+    part can be tested, else inconclusive; n is the smallest part's, the estimate the first part's (no parts:
+    inconclusive, n = 0)."""
     parts = list(parts)
     verdicts = {p.verdict for p in parts}
-    verdict = FAILS if FAILS in verdicts else HOLDS if parts and verdicts == {HOLDS} else INCONCLUSIVE
+    verdict = (FAILS if FAILS in verdicts else HOLDS if parts and verdicts == {HOLDS} else
+               NOT_TESTABLE if parts and verdicts == {NOT_TESTABLE} else INCONCLUSIVE)
     text = rule or "; ".join(dict.fromkeys(p.rule for p in parts)) or "nothing to judge"
-    single = parts[0] if len(parts) == 1 else Evidence(verdict, text, 0, parts[0].estimate if parts else math.nan)
-    return Evidence(verdict, text, min((p.n for p in parts), default=0), single.estimate, single.low, single.high)
+    if len(parts) == 1:
+        return replace(parts[0], rule=text)
+    return Evidence(verdict, text, min((p.n for p in parts), default=0), parts[0].estimate if parts else math.nan)
+
+
+def units_needed(evidence: Evidence) -> float:
+    """How many units (prompts) an inconclusive interval would need to clear its bar, if the estimate stayed where
+    it is and the interval narrowed as 1/√n: n · (half-width / |estimate − bar|)². NaN where that cannot be read
+    (no interval or bar); inf when the estimate sits on the bar."""
+    est, lo, hi, bar = evidence.estimate, evidence.low, evidence.high, evidence.bar
+    if not all(map(math.isfinite, (est, lo, hi, bar))) or evidence.n < 1:
+        return math.nan
+    gap = abs(est - bar)
+    half = (hi - lo) / 2
+    return math.inf if gap == 0 else max(float(evidence.n), evidence.n * (half / gap) ** 2)
+
+
+def prompts_reading(evidence: Evidence, unit: str = "prompts", feasible: float = 4.0) -> str:
+    """The 'more prompts' factor of a diagnosis, in words: for a does-not-hold, that more units would not flip it
+    (its whole interval is on the other side of the bar); for an inconclusive one, the n at which its interval
+    would clear the bar (`units_needed`) and whether that is within `feasible` × today's n ("too few prompts")."""
+    if evidence.verdict == FAILS:
+        return f"more {unit} would not flip it (the whole interval is on the other side of the bar)"
+    if evidence.verdict != INCONCLUSIVE:
+        return ""
+    need = units_needed(evidence)
+    if math.isnan(need):
+        return f"more {unit}: cannot tell (no interval)"
+    if math.isinf(need):
+        return f"more {unit} would not decide it (the estimate sits on the bar)"
+    side = "hold" if (evidence.estimate >= evidence.bar) == evidence.above else "not hold"
+    if need <= feasible * max(evidence.n, 1):
+        return f"too few {unit}: at this estimate it would {side} from ≈ {math.ceil(need)} {unit} (n = {evidence.n})"
+    return f"more {unit} would hardly decide it (≈ {math.ceil(need)} needed at this estimate, n = {evidence.n})"
+
+
+def diagnose(readings: dict[str, str]) -> str:
+    """A diagnosis from the factors re-read for one claim, {factor: reading}: e.g. {"draft quality": "holds from
+    agreement 0.60", "paper's knobs": "holds at s_d/s_t 0.037", "more prompts": "too few prompts: …"}. It opens with
+    what flips the verdict: the factors whose reading holds ("holds with the paper's knobs"), else "too few
+    prompts", else "no factor flips it: a property of this pair" when draft quality up to the papers' was re-read,
+    else "no factor tried flips it"; then every reading."""
+    parts = {k: v for k, v in readings.items() if v}
+    if not parts:
+        return ""
+    flips = [k for k, v in parts.items() if v.startswith("holds")]
+    head = (f"holds with {' / '.join(flips)}" if flips else
+            "too few prompts" if parts.get("more prompts", "").startswith("too few") else
+            "no factor flips it: a property of this pair" if "draft quality" in parts else "no factor tried flips it")
+    return head + ". " + "; ".join(f"{k}: {v}" for k, v in parts.items())
 
 
 def unscored(why: str = "not scored") -> Evidence:

@@ -1,6 +1,8 @@
 """RESULTS.md, rendered from the notebooks' `figures/<notebook>/summary.json`: each notebook's headline numbers and
-every claim it judged (paper, ours, verdict, rule), under one header: profile, commit, date, host (CPU model, ISA,
-threads; the GPU on CUDA), the run's total time, pairs and the claims' tally.
+every claim it judged (paper, ours, verdict, rule; the papers' claims with their diagnosis, our own bars apart), under
+one header: profile, commit, date, host (CPU model, ISA, threads; the GPU on CUDA), the run's total time, pairs and
+the two tallies (paper claims, our bars). A paper claim's diagnosis joins notebook 11's reading of it by draft quality
+(its summary's `draft_quality`) to the factors its own notebook re-read.
 
 Measured numbers are never typed into docs by hand: the runner writes `figures/RESULTS.md` after every run. The
 repository's `RESULTS.md` is written only by a default-profile run (the embedded reference run: no `--pair` or
@@ -19,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
-from spectree.analysis.claims import tally, verdict_text
+from spectree.analysis.claims import BAR, FAILS, INCONCLUSIVE, count, diagnose, verdict_text
 from spectree.core.machine import host_name
 from spectree.core.paths import atomic_write_text, figures_dir, home
 
@@ -194,12 +196,50 @@ def _markdown_table(title: str, rows: list[dict[str, Any]]) -> list[str]:
             + ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows] + [""])
 
 
-def _claims_table(claims: list[dict[str, Any]]) -> list[str]:
-    lines = ["| claim | paper | our bar | ours | verdict | rule |", "|---|---|---|---|---|---|"]
-    for c in claims:
-        lines.append(f"| {cell(c.get('name'))} | {cell(c.get('paper'))} | {cell(c.get('goal', ''))} | {cell(c.get('ours'))} "
-                     f"| **{cell(verdict_text(c))}** | {cell(c.get('rule', ''))} |")
+QUALITY_STEM = "11_draft_quality"  # its summary's `draft_quality`: {claim name: the claim re-read by agreement}
+QUALITY_FACTOR = "draft quality"
+
+
+def tallies(claims: list[dict[str, Any]]) -> list[str]:
+    """The two tallies, as RESULTS.md's header and each notebook's section give them: the papers' claims apart from
+    our own bars (`analysis.claims.tally`)."""
+    bars = [c for c in claims if c.get("kind") == BAR]
+    return [f"paper claims: {count([c for c in claims if c.get('kind') != BAR])}", f"our bars: {count(bars)}"]
+
+
+def with_quality(c: dict[str, Any], quality: dict[str, str]) -> dict[str, Any]:
+    """A paper claim that does not hold or is inconclusive, its diagnosis recomputed with notebook 11's reading of it
+    by draft quality (`quality`: claim name → reading) among its factors; any other claim as it is."""
+    if c.get("kind") == BAR or c.get("verdict") not in (FAILS, INCONCLUSIVE) or c.get("name") not in quality:
+        return c
+    readings = {**(c.get("readings") if isinstance(c.get("readings"), dict) else {}),
+                QUALITY_FACTOR: str(quality[c["name"]])}
+    return {**c, "readings": readings, "diagnosis": diagnose(readings)}
+
+
+def _claims_table(claims: list[dict[str, Any]], quality: Optional[dict[str, str]] = None) -> list[str]:
+    """The paper claims (with the `diagnosis` column) and our bars, as two tables."""
+    papers = [with_quality(c, quality or {}) for c in claims if c.get("kind") != BAR]
+    bars = [c for c in claims if c.get("kind") == BAR]
+    lines = []
+    if papers:
+        lines += ["**paper claims**", "", "| claim | paper | our bar | ours | verdict | rule | diagnosis |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {cell(c.get('name'))} | {cell(c.get('paper'))} | {cell(c.get('goal', ''))} | {cell(c.get('ours'))} "
+                  f"| **{cell(verdict_text(c))}** | {cell(c.get('rule', ''))} | {cell(c.get('diagnosis', ''))} |"
+                  for c in papers] + [""]
+    if bars:
+        lines += ["**our bars**", "", "| claim | paper | our bar | ours | verdict | rule |", "|---|---|---|---|---|---|"]
+        lines += [f"| {cell(c.get('name'))} | {cell(c.get('paper'))} | {cell(c.get('goal', ''))} | {cell(c.get('ours'))} "
+                  f"| **{cell(verdict_text(c))}** | {cell(c.get('rule', ''))} |" for c in bars] + [""]
     return lines
+
+
+def quality_readings(summaries: Optional[dict[str, dict[str, Any]]] = None) -> dict[str, str]:
+    """Notebook 11's readings of the papers' claims by draft quality ({claim name: reading}), from its summary."""
+    summary = (summaries or {}).get(QUALITY_STEM) or load_summary(QUALITY_STEM)
+    readings = summary.get("draft_quality")
+    return {str(k): str(v) for k, v in readings.items()} if isinstance(readings, dict) else {}
 
 
 def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> str:
@@ -208,6 +248,7 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> 
     this checkout's summaries are shown: a notebook with none says so (or is left out when it never ran here)."""
     summaries = {row["notebook"]: load_summary(Path(row["notebook"]).stem) for row in rows}
     everything = [c for s in summaries.values() for c in claims_of(s)]  # the GPU checklist tallies its own
+    quality = quality_readings({Path(k).stem: v for k, v in summaries.items()})
     pairs = pairs_of(list(summaries.values()))
     timed = [t for t in map(seconds_of, rows) if t is not None]
     untimed = len(rows) - len(timed)
@@ -219,7 +260,8 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> 
            f"- profile: {run['profile']}", *([f"- overrides: `{run['overrides']}`"] if run.get("overrides") else []),
            f"- commit: {run['commit']}", f"- date: {run['date']}",
            f"- host: {run.get('host', 'not recorded')}", f"- wall time: {total}",
-           f"- pairs: {', '.join(pairs) if pairs else 'none recorded'}", f"- claims: {tally(everything)}", ""]
+           f"- pairs: {', '.join(pairs) if pairs else 'none recorded'}",
+           *(f"- {line}" for line in tallies(everything)), ""]
     for row in rows:
         stem = Path(row["notebook"]).stem
         summary = summaries[row["notebook"]]
@@ -232,7 +274,7 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> 
         facts = headline(summary)
         out += [f"- {key}: {value}" for key, value in facts] + ([""] if facts else [])
         claims = claims_of(summary)
-        out += (_claims_table(claims) if claims else ["No claims."]) + [""]
+        out += (_claims_table(claims, quality) if claims else ["No claims.", ""])
         for title, table in tables_of(summary).items():
             out += _markdown_table(title, table)
     return "\n".join(out + gpu_section())
@@ -251,9 +293,9 @@ def gpu_section() -> list[str]:
     made = gpu.get("run") if isinstance(gpu.get("run"), dict) else {}
     where = made.get("host") or gpu.get("device") or "a CUDA device"
     out += [f"`scripts/gpu_check.sh` on {where}, commit {made.get('commit', '?')}, "
-            f"{made.get('date', 'date unknown')}; claims: {tally(claims_of(gpu))}", ""]
+            f"{made.get('date', 'date unknown')}; {'; '.join(tallies(claims_of(gpu)))}", ""]
     out += [f"- {key}: {value}" for key, value in headline(gpu)]
-    out += [""] + _claims_table(claims_of(gpu)) + [""]
+    out += [""] + _claims_table(claims_of(gpu))
     for title, table in tables_of(gpu).items():
         out += _markdown_table(title, table)
     return out

@@ -32,9 +32,9 @@ from tqdm.auto import tqdm
 from spectree.core.errors import SpectreeError
 from spectree.core.manifest import file_digest, reuse_or_rebuild
 from spectree.core.paths import atomic_write_text, data_dir, figures_dir, home
-from spectree.analysis.claims import verdict_text
-from spectree.reports.results import (EARLIER, REFERENCE_PROFILE, claims_of, headline, load_summary, record_run,
-                                      shown, stamp, tables_of, write_results)
+from spectree.analysis.claims import BAR, verdict_text
+from spectree.reports.results import (EARLIER, REFERENCE_PROFILE, claims_of, headline, load_summary, quality_readings,
+                                      record_run, shown, stamp, tables_of, with_quality, write_results)
 
 PROFILES = ("quick", "default", "paper")
 INPUTS = ".inputs.json"  # figures/<notebook>/.inputs.json: the manifest of its last successful run
@@ -286,7 +286,7 @@ def write_cell_times(stems: list[str], top: int = 8) -> list[str]:
     return [f"{r['seconds']:>8.1f} s  {r['notebook']} cell {r['cell']}: {r['first_line'][:70]}" for r in rows[:top]]
 
 
-VERDICT_COLOURS = {"holds": "#1b7f3b", "does not hold": "#b00020", "inconclusive": "#8a6d00"}
+VERDICT_COLOURS = {"holds": "#1b7f3b", "does not hold": "#b00020", "inconclusive": "#8a6d00", "not testable": "#555"}
 STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;font-size:13px}"
          "td,th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}")
 
@@ -309,30 +309,39 @@ def _tables(numbers: dict) -> str:
     return "".join(out)
 
 
-def _claims(claims: list) -> str:
-    """The claims as an HTML table: name, paper, our bar, ours, verdict (coloured; "inconclusive (n = …)"), rule."""
-    if not claims:
-        return ""
-    rows = []
-    for c in claims:
-        colour = VERDICT_COLOURS.get(c.get("verdict"), "#000")
-        cells = [html.escape(shown(c.get(k))) for k in ("name", "paper", "goal", "ours")]
-        rows.append(f"<tr><td>{'</td><td>'.join(cells)}</td><td style='color:{colour}'>"
-                    f"<b>{html.escape(verdict_text(c))}</b></td><td>{html.escape(shown(c.get('rule')))}</td></tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "our bar", "ours", "verdict", "rule"))
-    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+def _claims(claims: list, quality: dict) -> str:
+    """The claims as HTML tables, the papers' claims (with their diagnosis, notebook 11's draft-quality reading
+    joined: `results.with_quality`) apart from our bars: name, paper, our bar, ours, verdict (coloured;
+    "inconclusive (n = …)"), rule."""
+    out = []
+    for title, group, diagnosed in (("paper claims", [with_quality(c, quality) for c in claims if c.get("kind") != BAR],
+                                     True), ("our bars", [c for c in claims if c.get("kind") == BAR], False)):
+        if not group:
+            continue
+        rows = []
+        for c in group:
+            colour = VERDICT_COLOURS.get(c.get("verdict"), "#000")
+            cells = [html.escape(shown(c.get(k))) for k in ("name", "paper", "goal", "ours")]
+            rows.append(f"<tr><td>{'</td><td>'.join(cells)}</td><td style='color:{colour}'>"
+                        f"<b>{html.escape(verdict_text(c))}</b></td><td>{html.escape(shown(c.get('rule')))}</td>"
+                        + (f"<td>{html.escape(shown(c.get('diagnosis')))}</td>" if diagnosed else "") + "</tr>")
+        columns = ("claim", "paper", "our bar", "ours", "verdict", "rule") + (("diagnosis",) if diagnosed else ())
+        head = "".join(f"<th>{h}</th>" for h in columns)
+        out.append(f"<h3>{title}</h3><table><tr>{head}</tr>{''.join(rows)}</table>")
+    return "".join(out)
 
 
 def write_index(rows: list[dict], profile: str) -> Path:
     """figures/index.html: every report with the headline numbers and the claim verdicts of its summary.json."""
     items = []
+    quality = quality_readings()
     for row in rows:
         stem = Path(row["notebook"]).stem
         numbers = load_summary(stem)
         claims = claims_of(numbers)
         items.append(f'<section><h2><a href="{stem}/report.html">{html.escape(stem)}</a></h2>'
                      f"<p>{html.escape(row['status'])} ({row['seconds']:.0f} s)</p>{_headline(numbers)}"
-                     f"{_claims(claims)}{_tables(numbers)}</section>")
+                     f"{_claims(claims, quality)}{_tables(numbers)}</section>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>spectree reports</title><style>{STYLE}</style>"
             f"</head><body><h1>spectree workbook — profile {html.escape(profile)}</h1>"
             f"<p>Also as markdown: <a href='RESULTS.md'>RESULTS.md</a>.</p>{''.join(items)}</body></html>")

@@ -278,3 +278,16 @@ def own_pair_folders(root, seed: int = 0, context: int = 256):
     tok = byte_tokenizer()
     return (save_model(root / "target", seed, 3, tok, context=context),
             save_model(root / "draft", seed + 1, 1, tok, context=context))
+
+
+class Chat:
+    """Chat template and tokenizer of a few in-vocabulary ids per text; `name_or_path` names it."""
+
+    pad_token_id, eos_token_id, name_or_path = 0, 1, "tok-a"
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
+        text = " ".join(m["content"] for m in messages)
+        return text if not tokenize else self(text)["input_ids"][:8]
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [3 + ord(c) % 90 for c in text]}

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import stand_in_draft, tiny_llama
+from helpers import Chat, stand_in_draft, tiny_llama
 
 from spectree.core.manifest import beside, inside
 
@@ -21,19 +21,6 @@ def counted(monkeypatch, module, name: str) -> list:
 
     monkeypatch.setattr(module, name, wrapper)
     return calls
-
-
-class Chat:
-    """Chat template and tokenizer of a few in-vocabulary ids per text; `name_or_path` names it."""
-
-    pad_token_id, eos_token_id, name_or_path = 0, 1, "tok-a"
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
-        text = " ".join(m["content"] for m in messages)
-        return text if not tokenize else self(text)["input_ids"][:8]
-
-    def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": [3 + ord(c) % 90 for c in text]}
 
 
 def costmodel(monkeypatch, home, target):

@@ -3,7 +3,8 @@ target with a byte-level tokenizer and each kind of draft beside it: `layerskip:
 distilled by the `train` command itself (2 steps on ShareGPT windows, exported into a temporary SPECTREE_HOME), an
 `hf:` folder (a 1-layer random Llama), an `eagle:` head folder, and `mix:λ:DRAFT` over a real draft. Each command
 either serves a kind (exit 0 and its output) or refuses it in one line `spectree: error: ...` (exit 2) before any
-model loads; never a traceback. `acceptance`'s chain τ equals that of the same kind's logbook replayed."""
+model loads; never a traceback. Every command runs at its default device and dtype (no --device, no --dtype).
+`acceptance`'s chain τ equals that of the same kind's logbook replayed."""
 from __future__ import annotations
 
 import io
@@ -79,7 +80,8 @@ class World:
         self.head = write_head(root / "head", eagle_config(config), eagle_weights(config))
         self.prompts = root / "prompts.jsonl"
         self.prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
-        self.common = ["--prompts", f"jsonl:{self.prompts}", "--max-new-tokens", str(NEW), "--device", "cpu"]
+        # no --device, no --dtype: every command runs at its defaults (auto: CUDA when present, else the CPU)
+        self.common = ["--prompts", f"jsonl:{self.prompts}", "--max-new-tokens", str(NEW)]
         self._trained: dict[str, Ran] = {}
         self._logged: dict[str, tuple[Ran, Path]] = {}
 
@@ -233,6 +235,11 @@ def test_every_command_is_checked():
     from spectree.cli import COMMANDS as CLI_COMMANDS
 
     assert set(CHECKS) == set(COMMANDS) == set(CLI_COMMANDS)
+
+
+def test_every_command_runs_at_its_default_device_and_dtype(world):
+    """The commands below are run without --device and --dtype (`train` and `replay` take neither)."""
+    assert not {"--device", "--dtype"} & set(world.common)
 
 
 @pytest.mark.parametrize("kind", KINDS)

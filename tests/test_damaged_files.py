@@ -45,6 +45,7 @@ def test_missing_draft_metadata_and_an_empty_token_ranking_get_one_line(home, ca
     save_file({"w": torch.zeros(2)}, str(drafts / "bare.safetensors"))
     assert "lacks the metadata that says what it holds" in refuse(["bench", "--pair", f"{PAIR}+edd:bare"], capsys, home)
     save_file({"w": torch.zeros(2)}, str(drafts / "d.safetensors"), metadata={"kind": "vdm", "hidden_layer": "27"})
+    assert "no token ranking d.vocab.npy" in refuse(["acceptance", "--pair", f"{PAIR}+vdm:d@100"], capsys, home)
     (drafts / "d.vocab.npy").write_bytes(b"")
     assert "d.vocab.npy is not a readable token ranking" in refuse(["bench", "--pair", f"{PAIR}+vdm:d@100"], capsys, home)
 

@@ -25,12 +25,13 @@ def test_environment_yml_names_every_no_deps_data_package():
         assert package in text
 
 
-MAX_TRACKED_BYTES = 48 * 2**20  # a GPU machine receives at most 64 MiB of the working tree: keep well under it
+MAX_TRACKED_BYTES = 40 * 2**20  # a GPU machine receives at most 64 MiB of the working tree: keep well under it
 
 
 def test_the_tracked_tree_travels_to_a_gpu_machine():
     """The files git tracks (what a borrowed GPU machine receives, with room for a run's own files) stay under
-    48 MiB: a checkpoint more would leave no room. Checked on the checkout itself, as CI's clean clone has it."""
+    40 MiB, RESULTS.md's figures (figures/results/, ≤ 4 MB) included: a checkpoint more would leave no room, and
+    every clone pays for it. Checked on the checkout itself, as CI's clean clone has it."""
     import subprocess
 
     try:

@@ -310,7 +310,6 @@ def test_missing_model_package_says_how_to_install(monkeypatch):
     (["acceptance", "--pair", "smollm2-layerskip", "--card"], "has no trained draft card"),
     (["acceptance", "--pair", f"{PAIR}+edd:smollm2-edd@many"], "unknown draft 'edd:smollm2-edd@many'"),
     (["acceptance", "--pair", f"{PAIR}+layerskip:12@100"], "unknown draft 'layerskip:12@100'"),
-    (["acceptance", "--pair", f"{PAIR}+edd:abl-edd-ce@100"], "no token ranking abl-edd-ce.vocab.npy"),
     (["acceptance", "--pair", f"{PAIR}+edd:smollm2-edd@100", "--card"], "the card holds the full-head"),
     (["bench", "--temperature", "-1"], "--temperature: expected a number >= 0 and <= 10, got '-1'"),
     (["bench", "--prompts", "mtbench:-3"], "malformed prompt spec"),

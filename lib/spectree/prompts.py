@@ -18,7 +18,9 @@ import gzip
 import importlib.util
 import json
 import logging
+import os
 import re
+import sys
 import sysconfig
 from dataclasses import dataclass
 from functools import lru_cache
@@ -206,12 +208,33 @@ def copy_category(text: str) -> str | None:
     return next((category for category, ask in _COPY_ASKS.items() if any(map(ask.search, edges))), None)
 
 
+def _drafts_training_records() -> set[str]:
+    """The ShareGPT record ids the trained drafts in data/drafts/ drew text from (their cards' `training_prompts`,
+    `drafts.provenance`): a draft's windows of those conversations, or the first turns it had the target answer."""
+    from spectree.core.paths import data_dir
+
+    ids: set[str] = set()
+    for card in sorted((data_dir() / "drafts").glob("*.json")):
+        try:
+            trained = json.loads(card.read_text()).get("training_prompts") or {}
+        except (OSError, ValueError):  # a damaged card is named where its draft loads
+            continue
+        ids.update(trained.get("sharegpt", []) if isinstance(trained, dict) else [])
+    return ids
+
+
 def _copy() -> list[Prompt]:
     """ShareGPT first turns that `copy_category` selects, in file order, each text once (V3 repeats first turns of
     split conversations), then the HumanEval prompts; taken round-robin in the order summarize, rewrite, fix,
-    code until all are used. Ids are the source keys ("sharegpt/ID", "humaneval/HumanEval/N")."""
+    code until all are used. Ids are the source keys ("sharegpt/ID", "humaneval/HumanEval/N").
+
+    Held apart from training: a first turn of a conversation a draft in data/drafts/ was trained on (an id its
+    card's `training_prompts` lists, or the same text under another id) is left out, so that no copy prompt
+    scores a draft on its own training text (tests/test_train_test_split.py). For the shipped drafts this moves
+    nothing in `copy:20`: the first such turn would be the 21st prompt."""
     groups: dict[str, list[Prompt]] = {category: [] for category in _COPY_ORDER}
-    seen: set[str] = set()
+    trained = _drafts_training_records()
+    seen: set[str] = {p.text for p in _all_prompts("sharegpt") if p.id in trained}
     for p in _all_prompts("sharegpt"):
         category = copy_category(p.text)
         if category is not None and p.text not in seen:
@@ -250,11 +273,13 @@ def load_prompts(dataset: str, n: int | None = None, offset: int = 0) -> list[Pr
 def parse_prompt_spec(spec: str) -> list[Prompt]:
     """Prompts for a spec like "mtbench:16" or "mtbench:8+humaneval:8" (a bare name means all; "mtbench:8@16": 8
     prompts from index 16, e.g. held out from a component trained on the first 16), or naming a prompt file,
-    "jsonl:PATH[:N]" (`prompt_files`: its first N lines, all without N; every line checked here); a count of 0,
-    more than a set holds, or a set named twice is refused. Every part is checked before any is read."""
+    "jsonl:PATH[:N]" (`prompt_files`: its first N lines, all without N; every line checked here). Slices of one
+    set from different offsets may be joined ("mtbench:40+mtbench:32@48": all but 40–47); a count of 0, more than
+    a set holds, a set named twice from one offset, or slices that overlap is refused. Every part is checked before
+    any is read."""
     from spectree.prompt_files import is_jsonl, read_prompt_file, split_part
 
-    parts: dict[str, tuple[str, int | None, int]] = {}  # what a part names → (dataset or "jsonl", count, offset)
+    parts: dict[tuple[str, int], tuple[str, int | None]] = {}  # (what a part names, offset) → (kind, count)
     files: dict[str, Path] = {}
     for part in str(spec).split("+"):
         if is_jsonl(part):
@@ -272,19 +297,20 @@ def parse_prompt_spec(spec: str) -> list[Prompt]:
             count = None if match.group(2) is None else int(match.group(2))
             offset = int(match.group(3) or 0)
             _check_dataset(name)
-        if name in parts:
+        if (name, offset) in parts:
             raise SpectreeError(f"prompt spec {spec!r} names {name} twice: give it once, with the count you want")
         if count == 0:
             raise SpectreeError(f"prompt spec {spec!r} asks for 0 {name} prompts: give a count >= 1")
-        parts[name] = (kind, count, offset)
-    prompts = [p for name, (kind, n, offset) in parts.items()
+        parts[(name, offset)] = (kind, count)
+    prompts = [p for (name, offset), (kind, n) in parts.items()
                for p in ([Prompt(*row) for row in read_prompt_file(files[name], n)] if kind == "jsonl"
                          else load_prompts(name, n, offset))]
     keys: dict[str, Prompt] = {}
     for p in prompts:
         if p.key in keys:
-            raise SpectreeError(f"prompt spec {spec!r} holds prompt {p.key} twice: two prompt files share the "
-                                f"name {p.dataset.removeprefix('jsonl:')!r}; rename one")
+            raise SpectreeError(f"prompt spec {spec!r} holds prompt {p.key} twice: " + (
+                f"two prompt files share the name {p.dataset.removeprefix('jsonl:')!r}; rename one"
+                if p.dataset.startswith("jsonl") else "two slices of one set overlap; make them disjoint"))
         keys[p.key] = p
     return prompts
 
@@ -303,8 +329,37 @@ def prompt_set_identity(spec: str, root: Path | None = None) -> str:
     return "+".join(identity_part(p, root) if is_jsonl(p) else p.strip() for p in parts)
 
 
+CHAT_ENV = "SPECTREE_CHAT"  # how prompts become ids: auto (the default), yes or no (`chat_mode`); spawned workers inherit it
+CHAT_MODES = ("auto", "yes", "no")
+said_raw: set[str] = set()  # the raw-text notes this process (this CLI command) has printed (`check_prompts`)
+
+
+def chat_mode() -> str:
+    """How prompts become token ids, from $SPECTREE_CHAT (`--chat` / `--no-chat`): "auto" (unset: the chat template
+    where the tokenizer has one, else the raw text), "yes" (the template; a tokenizer without one is refused) or
+    "no" (the raw text)."""
+    mode = os.environ.get(CHAT_ENV, "") or "auto"
+    if mode not in CHAT_MODES:
+        raise SpectreeError(f"{CHAT_ENV} must be one of {', '.join(CHAT_MODES)}, got {mode!r}")
+    return mode
+
+
+def uses_chat(tokenizer: Any) -> bool:
+    """Whether prompts go through `tokenizer`'s chat template (`chat_mode`). A tokenizer without one (chat_template
+    None: most base checkpoints) takes the raw text; `--chat` on such a tokenizer is refused in one line."""
+    has = getattr(tokenizer, "chat_template", "") is not None  # a stand-in without the attribute: its own template
+    mode = chat_mode()
+    if mode == "yes" and not has:
+        raise SpectreeError("--chat: the target's tokenizer has no chat template (a base model): leave --chat out "
+                            "(prompts then go in as raw text)")
+    return has if mode == "auto" else mode == "yes"
+
+
 def chat_ids(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of `text` as a single user turn, chat template applied, ready for the assistant's reply."""
+    """Token ids of `text` as a single user turn, chat template applied, ready for the assistant's reply; the raw
+    text (BOS as the tokenizer adds it) where the tokenizer has no chat template or `--no-chat` asks (`uses_chat`)."""
+    if not uses_chat(tokenizer):
+        return [int(t) for t in tokenizer(text).input_ids]
     out = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
     if hasattr(out, "keys") and "input_ids" in out:
         out = out["input_ids"]
@@ -317,16 +372,25 @@ def chat_ids(tokenizer: Any, text: str) -> list[int]:
 
 def check_prompts(prompts: list[Prompt], tokenizer: Any, config: Any, max_new_tokens: int, depth: int = 0,
                   new_tokens: str = "max_new_tokens") -> None:
-    """Every prompt, chat template applied, checked against the target (`decode.check_prompt`: not empty, in its
-    vocabulary, and with max_new_tokens and the deepest tree node inside its context window); a refusal names the
-    prompt."""
+    """Every prompt, chat template applied (or as raw text, `chat_ids`), checked against the target
+    (`decode.check_prompt`: not empty, in its vocabulary, and with max_new_tokens and the deepest tree node inside
+    its context window); a refusal names the prompt. Where prompts go in as raw text, a note says so once per run
+    (on stderr, by the process that checks them first: not again in a spawned worker)."""
+    import multiprocessing
+
     from spectree.core.decode import check_prompt
 
+    chat = uses_chat(tokenizer)  # `--chat` on a tokenizer without a template: refused once, for every prompt
     for prompt in prompts:
         try:
             check_prompt(config, chat_ids(tokenizer, prompt.text), max_new_tokens, depth, new_tokens)
         except SpectreeError as err:
             raise SpectreeError(f"prompt {prompt.key}: {err}") from None
+    if prompts and not chat and multiprocessing.parent_process() is None:
+        why = "--no-chat" if chat_mode() == "no" else "the target's tokenizer has no chat template (a base model)"
+        if why not in said_raw:
+            said_raw.add(why)
+            print(f"spectree: prompts go in as raw text, BOS as the tokenizer adds it: {why}", file=sys.stderr)
 
 
 def conversation_text(tokenizer: Any, conversation: list[dict]) -> str:

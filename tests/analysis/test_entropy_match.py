@@ -121,3 +121,20 @@ def test_the_crossover_is_read_at_the_temperature_the_tokens_were_drawn():
     new = gunjur(entropy_match.drawn_tokens(t, temperature=0.4))
     assert new[0]["details"]["crossover"] == pytest.approx(1.0) and verdicts(new) == ["holds", "holds"]
     assert new[0]["goal"] == "crossover within 1 ± 0.5 nats (our tolerance)" and "entropies higher than 1" in new[0]["paper"]
+
+
+def test_the_figure_names_the_entropy_it_bins():
+    """Gunjur Fig. 1 bins the "logit entropy" (s1 l.24, l.58): at T = 0.4 the verdict's entropy is the raw
+    distribution's (T = 1), not that of the distribution at T the token is drawn from, and the axes say so."""
+    from spectree.reports.figures.entropy import plot_entropy_match
+
+    logits, sampled = (entropy_match.entropy_label(e, 0.4) for e in ("logits", "sampled"))
+    assert "T = 1" in logits and "drawn at T = 0.4" in logits and "drafted from, at T = 0.4" in sampled
+    assert entropy_match.entropy_label("logits", 0.0) == entropy_match.entropy_label("sampled", 0.0)
+    with pytest.raises(SpectreeError, match="entropy_of must be one of"):
+        entropy_match.entropy_label("tempered", 0.4)
+    drawn = pd.DataFrame({"prompt": 0, "position": range(4), "depth": 1, "entropy": [0.5, 1.5, 2.5, 3.5],
+                          "accept": [0.9, 0.6, 0.3, 0.1]})
+    rates = entropy_match.match_rate_by_entropy(drawn.entropy, drawn.accept)
+    fig = plot_entropy_match(drawn, rates, 2.0, 1.0, 1, logits)
+    assert [ax.get_xlabel() for ax in fig.axes[:2]] == [logits, logits]

@@ -49,6 +49,25 @@ def test_a_red_high_entropy_cell_fails_the_claim_that_a_pooled_reading_passes():
     assert cells == {"3–4": "holds", "5–6": "does not hold"}
 
 
+def test_fig2_is_read_at_the_single_forward_with_the_pooled_depths_beside():
+    """C2T Fig. 2 is "a single forward" per position (s0 l.71): the verdict reads the first layer. Rank-1 tokens at
+    4.5 nats: at depth 1 p 0.2, accepted 60% (blue); at depth 3 p 0.6, accepted 10% (red, three times as many).
+    Pooled over the depths the 4–5 cell is red; at depth 1 it is blue."""
+    rng = np.random.default_rng(2)
+    first = _top1(prompts(10, 60), 4.5, 0.2, 0.6, rng)
+    deep = _top1(prompts(10, 180), 4.5, 0.6, 0.1, rng).assign(depth=3)
+    high = c2t(pd.concat([first, deep], ignore_index=True))[0]
+    assert high["verdict"] == "holds" and high["details"]["depth"] == "depth 1"
+    assert high["details"]["count"] == 600  # the verdict's tokens: depth 1 only
+    assert high["details"]["all_depths"]["depths"] == "depths 1–3 pooled"
+    assert high["details"]["all_depths"]["nats"]["verdict"] == "does not hold"
+    assert "Second reading, depths 1–3 pooled: does not hold" in high["ours"]
+    pooled = c2t(pd.concat([first, deep], ignore_index=True), depth=None)[0]  # every depth as the verdict
+    assert pooled["verdict"] == "does not hold" and pooled["details"]["all_depths"] == {}
+    only_first = c2t(first)[0]  # a depth-1 table (T > 0): no second reading
+    assert only_first["verdict"] == "holds" and "Second reading" not in only_first["ours"]
+
+
 def test_the_unit_decides_which_cells_are_high_entropy_and_both_readings_are_reported():
     """Blue rank-1 tokens at 2.5 nats = 3.6 bits: in nats no cell of the rows from 3 up has tokens
     (inconclusive), in bits the 3–4 cell is blue (holds)."""

@@ -1,9 +1,11 @@
 """Block sparsity of the tree attention mask (DySpec App. C) and C2T classifier surfaces, on cases small
 enough to count by hand."""
+import json
+
 import numpy as np
 import pytest
 import torch
-from helpers import make_tree
+from helpers import Chat, make_tree
 
 from spectree.analysis import sparsity, surfaces
 from spectree.core.treeattn import additive_mask
@@ -112,7 +114,8 @@ def test_timing_table_has_both_orders_and_equal_block_ratios():
     for kernel in ("dense", "sparse"):  # the median lies within the spread of the rounds
         assert bool((times[f"{kernel}_ms_min"] <= times[f"{kernel}_ms"]).all())
         assert bool((times[f"{kernel}_ms"] <= times[f"{kernel}_ms_max"]).all())
-    assert (times.reps == 3).all()
+    assert (times.reps == 3).all() and all(len(r) == 3 for r in times.dense_rounds)  # every round, for pairing
+    assert all(min(r) == pytest.approx(lo, abs=1e-4) for r, lo in zip(times.sparse_rounds, times.sparse_ms_min))
     ratios = sparsity.timing_ratios(times)
     assert ratios.blocks.iloc[0] >= 1.0
 
@@ -145,3 +148,22 @@ def test_scatter_colour_is_min_max_normalised_logit():
     scatter = surfaces.scatter_table(surfaces.hand_set_classifier(3.0, 0.1, -0.2), n=200)
     assert scatter.colour.min() == pytest.approx(0) and scatter.colour.max() == pytest.approx(1)
     assert np.corrcoef(scatter.colour, scatter.logit)[0, 1] == pytest.approx(1)
+
+
+def test_seed_readings_train_one_classifier_per_seed_on_the_same_trees(tmp_path, monkeypatch):
+    from helpers import tiny_llama
+
+    from spectree.replay.logbook import LogConfig, notebook_logbook
+    from spectree.strategies.c2t import ClassifierTraining
+
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    cfg = LogConfig(max_new_tokens=6, K=3, d_max=3, beam=4, b_env=1, d_env=1)
+    notebook_logbook("mtbench:2", cfg, models=(tiny_llama(seed=0, layers=2), tiny_llama(seed=1, layers=1), Chat()))
+    readings = surfaces.seed_readings(cfg, "mtbench:2", [0, 1, 2], surfaces.random_points(50),
+                                      ClassifierTraining(epochs=2, patience=0), grid=6)
+    assert readings.seed.tolist() == [0, 1, 2] and readings.classifier.nunique() == 3  # a classifier per seed
+    assert set(surfaces.READINGS) <= set(readings.columns) and readings[list(surfaces.READINGS)].notna().all().all()
+    assert readings.p_dominance.nunique() == 3  # the seeds train different weights
+    cards = [json.loads((tmp_path / "data/c2t" / f"{c}.json").read_text()) for c in readings.classifier]
+    assert {tuple(c["prompts"]) for c in cards} == {("mtbench/81",)}  # the same trees: the logbook's first half
+    assert [c["training"]["seed"] for c in cards] == [0, 1, 2]

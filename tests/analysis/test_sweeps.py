@@ -74,7 +74,7 @@ def test_standard_claims_on_a_sweep(logbook):
     specs = sweeps.standard_sweeps(K=4, d_max=4, depth=3, Ns=(3, 6), budgets=(4, 6), widths=(1, 2))
     table = sweeps.sweep(logbook, specs)
     claims = S.collect_claims(table)
-    assert len(claims) == 9 and {c["verdict"] for c in claims} == {"inconclusive"}  # 4 prompts: too few to tell
+    assert len(claims) == 10 and {c["verdict"] for c in claims} == {"inconclusive"}  # 4 prompts: too few to tell
     assert [c["n"] for c in claims[:2]] == [0, 0]  # no classifier: no C2T rows, so nothing to compare
     assert {c["n"] for c in claims[2:]} <= {0, len(PROMPTS)} and claims[2]["n"] == len(PROMPTS)  # DyJoint, DyMax
     assert all(c["rule"] for c in claims)
@@ -128,6 +128,12 @@ def test_standard_sweeps_round_trip_through_their_specs(logbook, tmp_path, monke
     budget = [p.spec for p in sweeps.budget_sweep([16, 15], K=8, d_max=8)]
     assert [s for s in budget if s.startswith("sequences")] == ["sequences:d=4", "sequences:k=3"]
     assert "dyspec_threshold:t=0.0625,d_max=8" in budget  # DySpec's threshold tree at t = 1/m beside each budget
+    assert {"dyspec:m=16,K=16,d_max=8", "dyspec:m=16,d_max=8"} <= set(budget)  # Alg. 1 uncapped and capped at 8
+    assert sum(p.spec.startswith("dyspec:m=8,") for p in sweeps.budget_sweep([8], K=8, d_max=8)) == 1  # m ≤ 8: one
+    assert "dyspec:K=64,d_max=12" in [p.spec for p in sweeps.budget_sweep([64], d_max=8, dyspec_d_max=12)]
+    pct = {p.ratio for p in sweeps.standard_sweeps(pct_ratio_machine=0.2)["edd_table2"] if p.name == "pct"}
+    assert pct == {sweeps.PCT_RATIO_PAPER, 0.2} and sweeps.PCT_RATIO_PAPER == 0.037  # EDD l.1388, and this machine's
+    assert {p.ratio for p in groups["widths"] if p.name == "pct"} == {0.037}  # Fig. 6 at the paper's
     for policy in (p for group in groups.values() for p in group):  # every policy prints the spec that rebuilds it
         assert parse_strategy(policy.spec) == policy, policy.spec
 

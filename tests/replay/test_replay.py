@@ -18,6 +18,7 @@ from spectree.analysis.surfaces import hand_set_classifier
 from spectree.core.paths import artifact_path
 from spectree.strategies import parse_strategy
 from spectree.strategies.c2t import C2T, save_classifier
+from spectree.strategies.sequoia import Sequoia
 
 
 class Template:
@@ -63,7 +64,8 @@ def test_c2t_envelope_makes_every_c2t_setting_at_or_above_its_beta_replay(tmp_pa
     save_classifier(hand_set_classifier(-8.0, 0.0, 0.0, bias=1.0), artifact_path("c2t", "contrarian"))
     narrow = LogConfig(max_new_tokens=8, K=4, d_max=3, beam=1, b_env=1, d_env=1)
     enveloped = replace(narrow, c2t="contrarian", c2t_beta=0.5)
-    assert narrow.record() == {k: v for k, v in asdict(narrow).items() if not k.startswith("c2t") and k != "shape"}
+    assert narrow.record() == {k: v for k, v in asdict(narrow).items()
+                               if not k.startswith(("c2t", "dyspec_")) and k != "shape"}
     assert enveloped.key() != narrow.key()
     with pytest.raises(SpectreeError, match="C2T classifier .* is missing"):  # before any model loads
         logbook_manifest([], replace(narrow, c2t="absent"))
@@ -93,6 +95,10 @@ def test_c2t_envelope_makes_every_c2t_setting_at_or_above_its_beta_replay(tmp_pa
     assert not sweeps.sweep(narrow_book, [chain, c2t]).set_index("spec").loc[c2t.spec, "replayable"]
     with pytest.raises(SpectreeError, match="other prompts"):
         sweeps.sweep(narrow_book, [c2t], own={"c2t": env_book[:1]})
+    # "group:name" gives one group's settings their own logbook; the same spec elsewhere scores on the shared one
+    mixed = sweeps.sweep(narrow_book, {"trees": [c2t], "chains": [c2t, chain]}, own={"trees:c2t": env_book})
+    assert mixed.set_index("group").loc["trees", "replayable"] and not mixed[
+        (mixed.group == "chains") & (mixed.spec == c2t.spec)].replayable.iloc[0]
 
 
 def test_rank_in_group():
@@ -189,3 +195,67 @@ def test_logging_in_processes_writes_what_one_process_writes(tmp_path, monkeypat
     monkeypatch.setenv("SPECTREE_WORKERS", "two")
     with pytest.raises(SpectreeError, match="SPECTREE_WORKERS must be"):
         write_logbook(prompts, cfg, "t", out=tmp_path / "bad")
+
+
+def test_dyspec_shape_replays_dyspec_uncapped_and_capped_as_the_complete_tree_does(tiny_target):
+    """DySpec's own logbook (shape "dyspec": only the children its Alg. 1 / Alg. 2 select at each budget, uncapped
+    K = m and capped, plus each expanded node's first child) replays every one of them, at any depth up to d_max,
+    exactly as the complete tree of that width and depth does, at a fraction of its nodes; a DySpec of another K is
+    not guaranteed and the complete tree's beam is what a full logbook would need."""
+    from spectree.replay.logtree import budget_policies
+
+    complete = LogConfig(max_new_tokens=16, K=8, d_max=3, beam=8 ** 3)  # every node below depth 3 expanded
+    own = replace(complete, beam=1, b_env=1, d_env=1, shape="dyspec", dyspec_budgets=(4, 6, 8), dyspec_cap=3,
+                  dyspec_sequoia=(0.5, 0.2, 0.1))
+    assert own.record()["dyspec_budgets"] == [4, 6, 8] and "dyspec_cap" not in complete.record()
+    draft = tiny_llama(seed=1, layers=1)
+    def logged(cfg):
+        return [log_prompt(tiny_target, draft, Template(ids), Prompt("toy", str(i), "c", "x"), cfg, eos_ids=())
+                for i, ids in enumerate([[3, 14, 15, 92, 65], [2, 71, 82, 81], [5, 5, 6]])]
+    full_book, own_book = logged(complete), logged(own)
+    assert sum(len(lp.nodes) for lp in own_book) * 10 < sum(len(lp.nodes) for lp in full_book)
+    policies = budget_policies((4, 6, 8), 3, 3) + budget_policies((6,), 3, 2)
+    assert {p.K for p in policies} == {3, 4, 6, 8} and any(p.name == "dyspec_threshold" for p in policies)
+    policies += [Sequoia(n=m, p="0.5/0.2/0.1") for m in (4, 6)]  # logged beside them (`sequoia_union`; m = 8's
+    assert [(p.K, p.d_max) for p in policies[-2:]] == [(2, 3), (3, 3)]  # tree is 4 deep, past this logbook)
+    wide = 0
+    for policy in policies:
+        a, b = replay(full_book, policy), replay(own_book, policy)
+        assert (a.tau.tolist(), a.gamma.tolist()) == (b.tau.tolist(), b.gamma.tolist()), policy.spec
+        wide += policy.K > 3 and a.gamma.sum() > 0
+    assert wide  # the uncapped settings grew trees the K = 3 cap could not
+    caps = sweeps.dyspec_caps(own_book, [4, 8], cap=3)
+    assert caps.replayable.all() and (caps.trees > 0).all() and caps.cap_binds.between(0, 1).all()
+    assert caps.max_children.max() > 3 and (caps.cap_binds > 0).any()  # the uncapped trees put > 3 under a node
+    with pytest.raises(SpectreeError, match="budgets m in 1..K"):
+        replace(own, dyspec_budgets=(16,))
+
+
+def test_dyspec_caps_counts_nodes_with_more_children_than_the_cap(logbook):
+    """`dyspec_caps` on the complete logbook: at m = 6 with a cap of 1, every tree whose uncapped DySpec keeps two
+    children of one node counts; with the cap at the budget, none does."""
+    caps = sweeps.dyspec_caps(logbook, [6], cap=1).iloc[0]
+    steps = replay(logbook, parse_strategy("dyspec:m=6,K=6,d_max=4"))
+    assert caps.trees == len(steps) and caps.d_max == 4
+    assert 0 < caps.cap_binds <= 1 and caps.max_children >= 2
+    assert sweeps.dyspec_caps(logbook, [6], cap=6).iloc[0].cap_binds == 0
+    assert not sweeps.dyspec_caps(logbook, [9], cap=1).iloc[0].replayable  # K = 9 > the logbook's 7
+
+
+def test_a_narrow_logbook_walks_the_greedy_path_it_is_given_without_generating_it_again(tiny_target):
+    """`log_prompt(known=...)` (C2T's and DySpec's own logbooks take the shared logbook's continuations): the same
+    trees as generating the path again when `known` is that path, and the given path, not a regenerated one, when it
+    is another; too short a path (less than d_max past max_new_tokens) is generated again."""
+    cfg = LogConfig(max_new_tokens=10, K=4, d_max=3, beam=4)
+    draft, prompt = tiny_llama(seed=1, layers=1), Prompt("toy", "0", "c", "x")
+    fresh = log_prompt(tiny_target, draft, Template([3, 14, 15]), prompt, cfg, eos_ids=())
+    longer = log_prompt(tiny_target, draft, Template([3, 14, 15]), prompt, replace(cfg, d_max=4), eos_ids=())
+    reused = log_prompt(tiny_target, draft, Template([3, 14, 15]), prompt, cfg, eos_ids=(),
+                        known=longer.continuation)
+    assert reused.continuation == fresh.continuation == longer.continuation[:13] and reused.n_valid == fresh.n_valid
+    pd.testing.assert_frame_equal(reused.nodes, fresh.nodes)
+    other = [(t + 1) % 97 for t in longer.continuation]
+    assert log_prompt(tiny_target, draft, Template([3, 14, 15]), prompt, cfg, eos_ids=(),
+                      known=other).continuation == other[:13]
+    short = log_prompt(tiny_target, draft, Template([3, 14, 15]), prompt, cfg, eos_ids=(), known=other[:12])
+    assert short.continuation == fresh.continuation

@@ -53,6 +53,7 @@ def no_papermill(monkeypatch):
         if not force and results.load_run(Path(name).stem).get("profile") == profile:
             return "current", 0.0
         results.record_run(Path(name).stem, run, 3.0)
+        (results.figures_dir() / Path(name).stem / "report.html").write_text("<html></html>")  # as the export does
         return "ran", 3.0
     monkeypatch.setattr(runner, "run_notebook", fake)
     monkeypatch.setattr(results, "host_name", lambda: HOST)
@@ -164,13 +165,32 @@ def test_quick_and_paper_write_figures_results_and_leave_the_root_one(workbook, 
 
 
 def test_default_writes_both_results(workbook, no_papermill, capsys):
+    """The same page twice: figures/RESULTS.md links each notebook's report, the repository's links no report (the
+    reports are ignored by git: a clone would hold none) and says in its header where they are."""
     runner.main(["--profile", "default", "--notebooks", *NOTEBOOKS])
     figures_copy = (workbook / "figures" / "RESULTS.md").read_text()
     root = (workbook / "RESULTS.md").read_text()
-    assert "- profile: default" in root and "[report](figures/00_alpha/report.html)" in root
-    assert root.replace("](figures/", "](") == figures_copy  # the same page, links from the root
+    assert "- profile: default" in root and "[report](00_alpha/report.html) — ran" in figures_copy
+    assert "report.html)" not in root and "figures/<notebook>/report.html" in root.split("\n## ")[0]
+    unlinked = [line.replace("[report](00_alpha/report.html) — ", "").replace("[report](02_beta/report.html) — ", "")
+                .replace("[report](04_gamma/report.html) — ", "") for line in figures_copy.splitlines()]
+    assert [line for line in root.splitlines() if not line.startswith("- figures: ")] == unlinked
     assert "chain beats AR" in root and "ran in this invocation (3 s)" in root
-    assert f"- host: {HOST}" in root.splitlines() and "not updated" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"- host: {HOST}" in root.splitlines() and "not updated" not in out
+    assert re.search(r"^RESULTS.md's figures: 0 in figures/results/ \(0.0 MB\); README's gallery from this run: "
+                     r"python -m spectree.reports.gallery$", out, re.M), out
+
+
+def test_a_report_is_linked_only_where_it_exists(workbook, no_papermill):
+    """figures/RESULTS.md and index.html link a notebook's report.html only while the file is there."""
+    runner.main(["--profile", "quick", "--notebooks", *NOTEBOOKS])
+    (workbook / "figures" / "02_beta" / "report.html").unlink()
+    runner.main(["--profile", "quick", "--notebooks", *NOTEBOOKS])
+    text = (workbook / "figures" / "RESULTS.md").read_text()
+    assert "[report](00_alpha/report.html)" in text and "02_beta/report.html" not in text
+    index = (workbook / "figures" / "index.html").read_text()
+    assert 'href="00_alpha/report.html"' in index and "02_beta/report.html" not in index and "<h2>02_beta</h2>" in index
 
 
 def test_notebooks_not_run_now_are_included_and_marked(workbook, no_papermill):

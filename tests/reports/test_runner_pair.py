@@ -82,7 +82,8 @@ def test_applies_and_the_draft_plan_of_a_foreign_pair(folders):
     assert plan.scored == [pair] and plan.runs == [] and not plan.train and not plan.edd_claims
     assert not plan.ablations and not plan.ablation_base and not plan.equal_budget and len(plan.notes) == 3
     shipped = draft_plan(["smollm2-edd", "smollm2-vdm"], {"x": "smollm2-135m-instruct+edd:abl-edd-ce"}, "", {}, 2)
-    assert shipped.train and shipped.edd_claims and shipped.runs == ["smollm2-edd", "smollm2-vdm", "abl-edd-ce"]
+    assert shipped.train and shipped.edd_claims and shipped.runs == ["smollm2-edd", "smollm2-vdm"]
+    assert shipped.ablations == {"x": "smollm2-135m-instruct+edd:abl-edd-ce"}  # an arm read from its card, not scored
 
 
 def test_a_classifier_of_another_pair_is_not_used(tmp_path, folders):

@@ -200,3 +200,7 @@ def test_the_held_out_claim_reads_projected_tokens_per_second_with_our_bar_as_th
     assert won["paper"] == "—" and "1.1" in won["goal"]  # no paper states a bar for an engine's default
     lost = tune.held_out_claim(rows.assign(seconds=5.0), "sglang:steps=2", "sglang:", "sglang", "λ 0, this CPU")
     assert lost["verdict"] == "does not hold"
+    assert won["kind"] == lost["kind"] == "bar"  # an engine's tuning is our goal, tallied apart from the papers'
+    assert won["details"]["prompts"] == prompts  # the held-out prompts it was judged on
+    few = tune.held_out_claim(rows[rows.prompt.isin(prompts[:6])], "sglang:steps=2", "sglang:", "sglang", "λ 0")
+    assert few["verdict"] == "inconclusive" and few["n"] == 6  # 1.50× on 6 prompts decides nothing

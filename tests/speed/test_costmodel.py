@@ -74,7 +74,7 @@ def test_pct_without_a_ratio_takes_the_measured_one_and_nothing_else_changes():
 
 def test_length_table_times_every_prefix_and_size():
     from spectree.core.errors import SpectreeError
-    from spectree.speed.costmodel import length_table
+    from spectree.speed.lengths import length_table
 
     model = tiny_llama(seed=2, layers=1, context=512)
     table = length_table(model, sizes=(1, 4, 16), prefixes=(8, 64, 256), repeats=1)

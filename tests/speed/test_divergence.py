@@ -45,7 +45,7 @@ def test_our_cached_path_reads_hf_logits_within_the_controls_noise(dtype):
 
 
 def test_the_characterisation_and_the_summary_claims_on_a_tiny_pair(tmp_path):
-    result = divergence.run("tiny", "bfloat16", "cpu", 1, 24, 6)
+    result = divergence.run("tiny", "bfloat16", "cpu", 2, 24, 6)  # 2 prompts × 4 compared decodes: 8 units
     pairs = {r["pair"] for r in result["rows"]}
     assert pairs == {p for p, _, _ in divergence.PAIRS} and result["floor"] > 0
     assert set(divergence.table(result)["pair"]) == pairs
@@ -64,14 +64,14 @@ def test_the_characterisation_and_the_summary_claims_on_a_tiny_pair(tmp_path):
     (tmp_path / gpu_summary.CPU_CONTROL).mkdir()
     (tmp_path / gpu_summary.CPU_CONTROL / "tiny-bfloat16-cpu.json").write_text(json.dumps(result))
     summary = gpu_summary.summarize(tmp_path / "gpu_check")
-    assert "bf16 control floor, tiny on cpu (1 prompts, 24 + 6 tokens)" in summary
-    assert "bf16 first divergences, tiny on cpu (1 prompts, 24 + 6 tokens)" in summary["tables"]
+    assert "bf16 control floor, tiny on cpu (2 prompts, 24 + 6 tokens)" in summary
+    assert "bf16 first divergences, tiny on cpu (2 prompts, 24 + 6 tokens)" in summary["tables"]
 
 
 def test_a_bf16_mismatch_within_the_controls_floor_is_rounding():
     mismatch = {"prompt": "p", "strategy": "AR (our loop)", "position": 7, "ref_len": 24, "out_len": 24,
                 "top2_gap": 30.0, "top1": 472.0, "tie": False}
-    result = {"checked": 6, "rows": [], "skipped": {}, "mismatches": [mismatch]}
+    result = {"checked": 8, "rows": [], "skipped": {}, "mismatches": [mismatch]}  # 8 decodes: enough units
     assert gpu_summary.lossless_claim(result, "bfloat16", floors={"8b": 188.0}, shape="8b")["verdict"] == "holds"
     assert gpu_summary.lossless_claim(result, "bfloat16", floors={"8b": 10.0}, shape="8b")["verdict"] == "does not hold"
     assert gpu_summary.lossless_claim(result, "float32", floors={"8b": 188.0}, shape="8b")["verdict"] == \

@@ -1,6 +1,5 @@
-"""Notebook 12's rows and claims (`speed.hybrids`) on hand-made runs: which labels it builds, how a claim reads the
-spread over repeats, the best hybrid against HF generate per prompt set, and the lossless grid's verdict."""
-import pandas as pd
+"""Notebook 12's rows and claims (`speed.hybrids`) on hand-made runs: which labels it builds, the length axis's claims
+over prompts, the best hybrid against HF generate per prompt set, and the lossless grid's verdict."""
 import pytest
 
 from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE
@@ -32,14 +31,6 @@ def test_the_rows_are_ar_each_mode_each_tree_and_each_tree_with_each_mode():
     assert list(grid) == ["ar+lookup", "chain:k=2+lookup"]
 
 
-@pytest.mark.parametrize("speedups, verdict", [([1.2, 1.1, 1.05], HOLDS), ([0.9, 0.8, 0.95], FAILS),
-                                                ([1.2, 0.9, 1.1], INCONCLUSIVE), ([1.2, 1.3], INCONCLUSIVE)])
-def test_a_speedup_read_from_repeats_holds_only_when_every_repeat_clears_the_bar(speedups, verdict):
-    evidence = hybrids.repeat_rule(pd.Series(speedups), 1.0, "x")
-    assert evidence.verdict == verdict and evidence.n == len(speedups)
-    assert (evidence.low, evidence.high) == (min(speedups), max(speedups))
-
-
 def test_the_best_hybrid_is_judged_per_prompt_set_with_speculation_alone_beside_it():
     speeds = {HF: 1.0, HF_PACKED: 1.2, HF_LOOKUP: 1.5, hybrids.AR: 1.1, TREE: 1.4, f"{TREE}+lookup": 2.5}
     runs = (runs_at(speeds, [f"copy/{i}" for i in range(8)])
@@ -51,35 +42,54 @@ def test_the_best_hybrid_is_judged_per_prompt_set_with_speculation_alone_beside_
     assert overall["paper"] == "—" and overall["goal"] == "≥ 2.5× (issue goal)"  # an issue's bar, not a paper's
 
 
-def test_length_claims_compare_each_long_length_with_the_short_prompts():
+def length_runs(speeds: dict[str, dict[str, float]], n: int = 8, repeats: int = 1) -> list[Run]:
+    """Length-axis runs: for each length label, n prompts 'long/L-i' (prompt i of every length cut from text i)."""
+    sizes = {"256": 256, "1k": 1024, "2k": 2048}
+    return [r for label, at in speeds.items()
+            for r in runs_at(at, [f"long/{sizes[label]}-{i}" for i in range(n)], label, repeats)]
+
+
+def test_length_claims_read_each_long_length_over_its_prompts_against_the_shortest():
     base = {HF: 1.0, HF_PACKED: 1.2, hybrids.AR: 1.05, TREE: 1.4}
-    runs = (runs_at(base, ["s0", "s1"], "short") + runs_at({**base, TREE: 1.35}, ["a0", "a1"], "1k")
-            + runs_at({**base, hybrids.AR: 0.9, TREE: 1.1}, ["b0", "b1"], "2k"))
+    runs = length_runs({"256": base, "1k": {**base, TREE: 1.35}, "2k": {**base, hybrids.AR: 0.9, TREE: 1.1}})
     ar, tree = hybrids.length_claims(runs, [TREE])
-    assert ar["verdict"] == FAILS and "2k: 0.9" in ar["ours"]  # AR falls under HF at 2k
-    assert tree["verdict"] == FAILS  # 1.1 at 2k < 1.4 − 0.1
+    assert ar["verdict"] == FAILS and "2k: 0.90×" in ar["ours"] and ar["n"] == 8  # AR falls under HF at 2k
+    assert tree["verdict"] == FAILS and "256 1.40×" in tree["ours"]  # 1.1 at 2k < 1.4 − 0.1
     assert hybrids.length_claims([r for r in runs if r.category != "2k"], [TREE])[1]["verdict"] == HOLDS
-    assert ar["paper"] == tree["paper"] == "—" and "ours" in ar["goal"] and "short − 0.1" in tree["goal"]
+    assert ar["paper"] == tree["paper"] == "—" and ar["kind"] == tree["kind"] == "bar" and "256 − 0.1" in tree["goal"]
+    assert "1k and 2k" in ar["name"] and "256-token" in tree["name"]
+
+
+def test_length_claims_rest_on_prompts_not_on_timing_repeats():
+    """Two prompts timed three times each are two units: a clear gap stays inconclusive, as the claims API reads
+    fewer than 8 (before issue 66, three repeats of two prompts made a verdict)."""
+    base = {HF: 1.0, HF_PACKED: 1.2, hybrids.AR: 1.3, TREE: 1.4}
+    runs = length_runs({"256": base, "1k": base, "2k": base}, n=2, repeats=3)
+    ar, tree = hybrids.length_claims(runs, [TREE])
+    assert ar["verdict"] == tree["verdict"] == INCONCLUSIVE and ar["n"] == tree["n"] == 2
+    assert hybrids.length_claims(length_runs({"256": base, "1k": base, "2k": base}), [TREE])[0]["verdict"] == HOLDS
 
 
 def test_the_lossless_grid_fails_on_any_mismatch_and_needs_enough_prompts():
     speeds = {HF: 1.0, "ar+lookup": 1.1}
-    runs = runs_at(speeds, [f"p{i}" for i in range(4)], repeats=1)
-    assert hybrids.lossless_claim(runs, min_prompts=4)["verdict"] == HOLDS
-    assert "EDD" in hybrids.lossless_claim(runs, min_prompts=4)["paper"]  # the paper's premise; our bar is the goal
-    assert hybrids.lossless_claim(runs, min_prompts=4)["goal"] == "0 mismatches, ≥ 4 prompts"
-    assert hybrids.lossless_claim(runs, min_prompts=5)["verdict"] == INCONCLUSIVE
-    skipped = hybrids.lossless_claim(runs, ["ar+lookup", "cape:d=4+lookup"], min_prompts=4)
+    runs = runs_at(speeds, [f"p{i}" for i in range(8)], repeats=1)  # its units are prompts: 8 at least
+    assert hybrids.lossless_claim(runs, min_prompts=8)["verdict"] == HOLDS
+    assert "EDD" in hybrids.lossless_claim(runs, min_prompts=8)["paper"]  # the paper's premise; our bar is the goal
+    assert hybrids.lossless_claim(runs, min_prompts=8)["goal"] == "0 mismatches, ≥ 8 prompts"
+    assert hybrids.lossless_claim(runs, min_prompts=8)["kind"] == "bar" and hybrids.lossless_claim(runs)["n"] == 8
+    assert hybrids.lossless_claim(runs, min_prompts=9)["verdict"] == INCONCLUSIVE
+    assert hybrids.lossless_claim(runs[:8], min_prompts=4)["verdict"] == INCONCLUSIVE  # 4 prompts: too few units
+    skipped = hybrids.lossless_claim(runs, ["ar+lookup", "cape:d=4+lookup"], min_prompts=8)
     assert skipped["verdict"] == INCONCLUSIVE and "cape:d=4+lookup" in skipped["ours"]  # a skipped setting is named
     runs[-1].tokens = [2] * 32
-    assert hybrids.lossless_claim(runs, min_prompts=4)["verdict"] == FAILS
+    assert hybrids.lossless_claim(runs, min_prompts=8)["verdict"] == FAILS
     # a near-tie of float32's logit noise passes, as in the GPU checklist's claim; any other mismatch fails
     label, prompt = runs[-1].strategy, runs[-1].prompt
     tie = Mismatch(prompt, label, 2, 32, 32, 3.8e-6, True, 13.6)  # 4 ulps apart at 13.6: the AVX2 host's case
-    held = hybrids.lossless_claim(runs, min_prompts=4, mismatches=[tie])
+    held = hybrids.lossless_claim(runs, min_prompts=8, mismatches=[tie])
     assert held["verdict"] == HOLDS and f"near-ties (rounding): {label} on {prompt} at 2 (top-2 gap 3.8e-06)" in held["ours"]
     bug = Mismatch(prompt, label, 2, 32, 32, 2.5, False, 13.6)
-    assert hybrids.lossless_claim(runs, min_prompts=4, mismatches=[tie, bug])["verdict"] == FAILS
+    assert hybrids.lossless_claim(runs, min_prompts=8, mismatches=[tie, bug])["verdict"] == FAILS
 
 
 @pytest.mark.slow

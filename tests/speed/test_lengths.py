@@ -35,6 +35,27 @@ def test_lengths_labels_instructions_and_nested_bodies(fake_sharegpt):
     assert all(p.text.endswith("\n\nCopy the text above.") for p in one)
 
 
+def test_the_bodies_pass_over_the_records_a_draft_was_trained_on(fake_sharegpt, tmp_path, monkeypatch):
+    """A draft's card lists the ShareGPT records it drew its text from (`training_prompts`): no long prompt scored
+    with that draft is cut from them (`training_records`, `exclude`)."""
+    import json
+    from types import SimpleNamespace
+
+    tok = byte_tokenizer()
+    plain = long_prompts(tok, lengths=(128,), n=2)
+    assert "question 0 " in plain[0].text
+    trained = {str(i) for i in range(0, 40, 2)}  # every even record
+    skipped = long_prompts(tok, lengths=(128,), n=2, exclude=trained)
+    words = {w for p in skipped for w in p.text.split() if w.isdigit()}
+    assert words and all(int(w) % 2 for w in words)  # odd records only
+    draft = SimpleNamespace(spec=SimpleNamespace(kind="edd", checkpoint=tmp_path / "d.safetensors"))
+    monkeypatch.setattr("spectree.drafts.pairs.as_pair", lambda pair: draft)
+    (tmp_path / "d.json").write_text(json.dumps({"training_prompts": {"sharegpt": sorted(trained), "how": "test"}}))
+    assert lengths.training_records("t+edd:d") == frozenset(trained)
+    (tmp_path / "d.json").write_text(json.dumps({"steps": 5}))  # a card that records none
+    assert lengths.training_records("t+edd:d") == frozenset()
+
+
 def test_impossible_requests_are_refused(fake_sharegpt):
     tok = byte_tokenizer()
     with pytest.raises(SpectreeError, match="leaves no room for a body"):

@@ -150,6 +150,29 @@ def test_the_plain_seconds_of_a_run_are_a_plain_step_per_committed_token():
     assert math.isnan(plain_projected_seconds(g, None))
 
 
+def test_a_run_priced_on_another_machines_cost_model_is_its_own_steps_there():
+    """`run_strategies(priced_on=)` (the GPU checklist's cost model, notebook 03's GPU reading): each policy's run
+    carries its own decoding steps priced on that model, the prefill left out; the reference rows none. The steps are
+    priced, not the run's wall time: a model twice as dear prices every run twice as high."""
+    from helpers import ToyChat
+
+    from spectree.prompts import Prompt
+    from spectree.speed.bench import HF, run_strategies, steps_priced
+
+    target, draft = tiny_llama(0, layers=3), tiny_llama(1, layers=1)
+    gpu = replace(CURVE, step=fit_steps(synthetic_steps(100), CURVE))
+    policies = {"chain": parse_strategy("chain:k=2"), "kary": parse_strategy("kary:b=2,d=3")}
+    runs = run_strategies((target, draft, ToyChat()), [Prompt("toy", "a", "c", "x")], policies, 8, priced_on=gpu)
+    for r in runs:
+        assert math.isnan(r.priced_s) == (r.strategy == HF)
+    g = speculative_generate(target, draft, [3, 4, 5], policies["kary"], 8)
+    assert steps_priced(g, gpu) == pytest.approx(predict_live(gpu.step, gpu, g.steps).sum())
+    dear = replace(gpu, step=replace(gpu.step, coef={k: [2 * c for c in v] for k, v in gpu.step.coef.items()}))
+    assert steps_priced(g, dear) == pytest.approx(2 * steps_priced(g, gpu)) and math.isnan(steps_priced(g, None))
+    by = {r.strategy: r for r in runs}
+    assert by["kary"].tokens == g.tokens and by["kary"].priced_s == pytest.approx(steps_priced(g, gpu), rel=1e-9)
+
+
 def test_the_step_model_is_fitted_once_and_cached_beside_the_cost_model(tmp_path, monkeypatch):
     from spectree.speed import costmodel, stepmodel
 
@@ -184,3 +207,55 @@ def test_a_fit_that_does_not_explain_its_steps_is_not_plausible():
     assert fit.plausible
     assert not replace(fit, other_cores=1.2).plausible
     assert not replace(fit, residuals={**fit.residuals, "step": {"median": 1.49, "p90": 1.9, "total": 0.0}}).plausible
+
+
+# --- s_d/s_t as EDD measures it: the mean forwards of PCT construction ---------------------------------------
+
+def _pct_steps(layer_s: float, tree_s: float, catch_up_s: float = 0.5, n: int = 4) -> list[StepStats]:
+    """One generation's steps: two tree layers a step, the catch-up last (none in the last step)."""
+    return [StepStats(2, 6, 0.0, 0.0, draft_forwards=[(1, layer_s), (3, layer_s)] + ([(2, catch_up_s)] if i < n - 1
+                                                                                     else []),
+                      verify_forward_s=tree_s) for i in range(n)]
+
+
+def test_edds_ratio_averages_the_forwards_of_pct_construction_not_one_tokens():
+    """EDD l.817–821: "the average time required for one forward pass of both target models and draft models for PCT
+    construction": the draft's forwards over the tree's layers (not its catch-up over committed tokens, not a step's
+    last, which makes none) over the target's forwards over the tree."""
+    from spectree.speed.stepmodel import construction_forwards
+
+    layers, trees = construction_forwards([_pct_steps(0.002, 0.010), _pct_steps(0.004, 0.030, n=2)])
+    assert layers == [0.002] * 6 + [0.004] * 2 and trees == [0.010] * 3 + [0.030]
+    assert np.mean(layers) / np.mean(trees) == pytest.approx(0.0025 / 0.015)
+
+
+def test_the_ratio_reruns_pct_at_the_ratio_it_measured_and_is_cached_beside_the_cost_model(tmp_path, monkeypatch):
+    """PCT's trees depend on s_d/s_t: it is run from the one-token ratio, then at each measured ratio until the
+    ratio settles; the result is cached beside the pair's cost model, read back without decoding, and measured again
+    when the cost model is."""
+    from spectree.speed import costmodel, stepmodel
+
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    monkeypatch.delenv(REUSE_BUSY, raising=False)
+    monkeypatch.setattr("spectree.speed.load.BUSY_CORES", math.inf)
+    specs = []
+
+    def live(models, prompts, policies, max_new_tokens, seed=0, load=None):
+        specs.append(policies[0])
+        return _pct_steps(0.003, 0.010)  # s_d / s_t = 0.3 at any ratio
+    monkeypatch.setattr(stepmodel, "live_steps", live)
+    tok = byte_tokenizer()
+    models = (tiny_llama(0, layers=2, vocab=len(tok)), tiny_llama(1, 1, len(tok)), tok)
+    one_token = replace(CURVE, machine="tiny-host")  # t_draft(1) / t_target(1) = 0.010 / 0.050 = 0.2
+    found = costmodel.construction_ratio("tiny", models, one_token)
+    assert found.ratio == pytest.approx(0.3) and found.rounds == pytest.approx([0.2, 0.3])  # run at 0.2, then 0.3
+    prompts = len(found.prompts)
+    assert specs == [stepmodel.RATIO_PCT.format(0.2)] * prompts + [stepmodel.RATIO_PCT.format(0.3)] * prompts
+    assert found.prompts and all(k.startswith("sharegpt/") for k in found.prompts)  # FIT_PROMPTS, scored nowhere
+    assert (found.draft_s, found.target_s) == pytest.approx((0.003, 0.010))
+    assert (found.layers, found.trees) == (6 * prompts, 3 * prompts)
+    monkeypatch.setattr(stepmodel, "live_steps", lambda *a, **k: pytest.fail("measured again"))
+    assert costmodel.construction_ratio("tiny", models, one_token) == found  # read from the cache
+    remeasured = replace(one_token, target_s=[0.04, 0.07, 0.13])  # the cost model measured again: so is the ratio
+    monkeypatch.setattr(stepmodel, "live_steps", live)
+    assert costmodel.construction_ratio("tiny", models, remeasured).rounds[0] == pytest.approx(0.25)

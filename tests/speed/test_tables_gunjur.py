@@ -59,22 +59,51 @@ def test_a_live_run_records_each_trees_depth():
 
 
 def test_gunjur_rows_are_the_papers_methods_as_it_drafts_them():
-    """The static tree takes the top b at T > 0, as the dynamic trees do ("selecting b top tokens", s1 l.73, l.125);
-    naive width is timed for Fig. 5 but is no column of Fig. 2's table."""
+    """One verification rule across Gunjur's table at T > 0, its Alg. 1: every row (the baseline chain-4 and simple
+    cutoff too) offers the draft's top tokens, each verified as a fixed proposal ("selecting b top tokens", s1 l.73,
+    l.125; the target's sample matched, Alg. 1); before issue 66 its chains drew theirs, two rules in one table.
+    Naive width is timed for Fig. 5 but is no column of Fig. 2's table."""
     from spectree.core.drafting import offer_sampling
     from spectree.core.sampling import Sampling
     from spectree.speed.tables import GUNJUR_ROWS, GUNJUR_SCATTER, gunjur_table, speed_strategies
+    from spectree.strategies import Chain
 
     policies = speed_strategies(0.1, "0.6/0.2", None)
     warm = Sampling(temperature=0.6)
     for label in GUNJUR_SCATTER:
-        if label != "chain-4" and label != "simple cutoff":  # the chains sample, as speculative decoding does
-            assert offer_sampling(policies[label], warm).greedy, label
+        assert offer_sampling(policies[label], warm).greedy, label
+    assert not offer_sampling(Chain(k=4), warm).greedy  # a plain chain would draw: the rule the table used to mix in
     assert not offer_sampling(policies["VCT w=3 d=5"], warm).greedy  # another static tree still draws
     assert policies["naive width"].spec == "naive_width:d=10"  # k = 4, cutoff 1 nats: simple cutoff's chain
+    assert policies["chain-4"].spec == "kary:b=1,offer=top" and policies["simple cutoff"].spec == "naive_width:k=1,d=10"
     table = pd.DataFrame({"method": list(GUNJUR_SCATTER), "ms_per_token": [10.0, 9, 8, 7, 6, 12],
                           "tokens_per_s": [100.0, 111, 125, 143, 167, 83]})
     assert list(gunjur_table(table).method) == list(GUNJUR_ROWS)
+
+
+def test_gunjurs_top_token_chains_are_the_chains_under_greedy_decoding():
+    """Live on a tiny pair: `kary:b=1,d=4,offer=top` decodes as `chain:k=4`, `naive_width:k=1` as the entropy-cutoff
+    chain (`chain:stop=entropy`) at every cutoff, step by step (tokens, τ, γ, depth)."""
+    from helpers import ToyChat, tiny_llama
+
+    from spectree.prompts import Prompt
+    from spectree.speed.bench import run_strategies
+    from spectree.strategies import Chain, Kary, NaiveWidth
+
+    models = tiny_llama(0, layers=2), tiny_llama(1, layers=1), ToyChat()
+    cutoffs = (4.52, 4.56, 4.6)
+    pairs = {"chain": (Chain(k=4), Kary(b=1, d=4, offer="top")),
+             **{f"cut {c}": (Chain(k=10, stop="entropy", threshold=c), NaiveWidth(k=1, d=10, cutoff=c))
+                for c in cutoffs}}
+    policies = {f"{name} {i}": p for name, both in pairs.items() for i, p in enumerate(both)}
+    runs = run_strategies(models, [Prompt("toy", "0", "a", "x"), Prompt("toy", "1", "a", "y")], policies, 24,
+                          warmup=False, share_prefill=True)
+    got = {(r.strategy, r.prompt): (r.tokens, r.tau_sum, r.gamma_sum, r.depth_sum) for r in runs if r.strategy != HF}
+    for name in pairs:
+        for prompt in ("toy/0", "toy/1"):
+            assert got[f"{name} 0", prompt] == got[f"{name} 1", prompt], (name, prompt)
+    depths = {got[f"cut {c} 0", "toy/0"][3] / got[f"cut {c} 0", "toy/0"][1] for c in cutoffs}
+    assert len(depths) > 1  # the cutoffs stop the chain at different depths: the rule is exercised
 
 
 def test_the_paper_profiles_guard_admits_gunjurs_depth_4_tree_and_only_his():

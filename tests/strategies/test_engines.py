@@ -6,7 +6,6 @@ on hundreds of random synthetic drafts (continuous probabilities: no ties): SGLa
 emitted config text matches the engines' documented examples, and a tree an engine would not build is refused."""
 from __future__ import annotations
 
-import ast
 import json
 
 import numpy as np

@@ -3,6 +3,7 @@ loop (`helpers.synthetic_draft`), and against independent references written fro
 (docs/fidelity.md cites the lines)."""
 import heapq
 import zlib
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -25,10 +26,12 @@ def random_draft(seed: int, width: int = 6):
 
 # --- DySpec (seed 002): Alg. 1 and Alg. 2 on slot values -------------------------------------------------------
 
-def dyspec_heap(probs, m: int, K: int, d_max: int) -> set:
+def dyspec_heap(probs, m: int, K: Optional[int], d_max: int) -> set:
     """DySpec Alg. 1 as written: pop the slot of largest value v, draw its token y (greedy: the next rank), push
     the next-sibling slot v·(1 − R[y]) (R renormalised after removing y; in raw probabilities P(parent)·(1 − mass
-    drawn)) and the child slot v·R[y] = P(y), until m tokens are drafted. K children per node, depth d_max."""
+    drawn)) and the child slot v·R[y] = P(y), until m tokens are drafted. K children per node (None: no cap, as
+    Alg. 1 has none, s2 l.152–156: a node draws while its sibling slot is worth more than any other), depth d_max."""
+    K = K if K is not None else float("inf")
     tree, count = set(), 0
     heap = [(-1.0, 0, (), 0, 1.0)]  # (−value, order, parent path, rank of the next draw, P(parent))
     while heap and len(tree) < m:
@@ -81,6 +84,31 @@ def test_dyspec_budget_tree_is_alg1s_heap_tree(seed):
     assert tree_paths(tree) == dyspec_heap(probs, m, K, d_max)
 
 
+def zipf_draft(seed: int, width: int = 120):
+    """A Zipf-like draft (p_k ∝ (k + 1)^−s, s drawn per path in [0.9, 1.5], 0.97 of the mass on `width` tokens): its
+    sibling slots 1 − Σ p fall slowly, so Alg. 1 keeps drawing siblings at a node long before it goes deeper."""
+    def probs(path):
+        rng = np.random.default_rng(zlib.crc32(bytes([seed % 256, *path])) + seed)
+        w = np.arange(1, width + 1, dtype=float) ** -rng.uniform(0.9, 1.5)
+        return (0.97 * w / w.sum()).tolist()
+    return probs
+
+
+@pytest.mark.parametrize("seed, m", [(0, 16), (1, 32), (2, 32), (3, 64), (4, 64)])
+def test_dyspec_with_a_cap_that_cannot_bind_is_uncapped_alg1(seed, m):
+    # DySpec Alg. 1 has no cap on children: a node keeps drawing while its sibling slot beats every other slot.
+    # K = m cannot bind (m nodes hold at most m children of one node), so the tree must be the uncapped heap's
+    # (a policy that capped children below K — say at 8 — would drop the root's later siblings)
+    probs = zipf_draft(seed)
+    reference = dyspec_heap(probs, m, None, 6)
+    tree = grow_offline(DySpec(m=m, K=m, d_max=6), synthetic_draft(probs, K=m))
+    assert tree_paths(tree) == reference and len(reference) == m
+    root_children = sum(len(p) == 1 for p in reference)
+    assert root_children > 8  # the issue's reading: uncapped Alg. 1 puts well over 8 children at a Zipf-like root
+    capped = grow_offline(DySpec(m=m, K=8, d_max=6), synthetic_draft(probs, K=8))
+    assert tree_paths(capped) == dyspec_heap(probs, m, 8, 6) != reference  # K = 8 binds: another tree
+
+
 def test_dyspec_threshold_draws_children_while_the_slot_is_worth_t():
     # a geometric draft, p_k = 2^-(k+1): the k-th child of u is kept while P(u)·2^-k ≥ t, though its own P is less
     def geometric(path):
@@ -127,6 +155,41 @@ def test_cape_expands_only_the_top1_node_of_each_layer_with_widths_7_5_3_1():
 
 
 # --- EAGLE-2 as C2T describes it (seed 000 lines ~49–57) --------------------------------------------------------
+
+def eagle2_reference(probs, K: int, d_max: int, N: int) -> set:
+    """EAGLE-2 as C2T describes it (s0 l.49–57): "each token in current layer generates TopK tokens. Then, among all
+    the generated tokens, the TopK tokens are selected to generate the next tree layer" — selected by joint
+    probability P, EAGLE-2's value ("introduces the joint probability of each node as contextual information"),
+    for d_max rounds (T1); then "use joint probability to rerank all nodes in T1, and then take the TopN" (T2; N
+    counts the root, as `Eagle2` does: N − 1 draft tokens)."""
+    joint, layer = {}, [((), 1.0)]
+    for _ in range(d_max):
+        new = [(u + (k,), p_u * q) for u, p_u in layer for k, q in enumerate(probs(u)[:K])]
+        joint.update(new)
+        layer = sorted(new, key=lambda node: -node[1])[:K]  # the layer's TopK by joint P go on
+    return set(sorted(joint, key=lambda path: -joint[path])[:N - 1])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_eagle2_expands_each_layers_top_k_by_joint_probability(seed):
+    rng = np.random.default_rng(200 + seed)
+    K, d_max = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+    probs = random_draft(200 + seed)
+    t1_size = K + (d_max - 1) * K * K
+    for N in (t1_size + 1, K * d_max + 1, K + 2):  # all of T1 (the expansion alone), then two reranks
+        tree = grow_offline(Eagle2(K=K, d_max=d_max, N=N), synthetic_draft(probs, K=K))
+        assert tree_paths(tree) == eagle2_reference(probs, K, d_max, N)
+
+
+def test_eagle2_expands_the_likeliest_paths_not_the_likeliest_last_tokens():
+    # layer 2 by joint P: (0, 0) .25, (0, 1) .225, (1, 0) .22, (1, 1) .18; by a node's own p (1, 0) .55 and (0, 0)
+    # .5 would go on instead of (0, 0) and (0, 1)
+    draft = {(): [0.5, 0.4, 0.1], (0,): [0.5, 0.45], (1,): [0.55, 0.45]}
+    tree = grow_offline(Eagle2(K=2, d_max=3, N=99), synthetic_draft(lambda p: draft.get(p, [0.6, 0.4]), K=2))
+    third = {p[:2] for p in tree_paths(tree) if len(p) == 3}
+    assert third == {(0, 0), (0, 1)}
+    assert tree_paths(tree) == eagle2_reference(lambda p: draft.get(p, [0.6, 0.4]), 2, 3, 99)
+
 
 @pytest.mark.parametrize("K, d_max", [(2, 3), (3, 3), (4, 3), (3, 5)])
 def test_eagle2_reranks_all_of_t1(K, d_max):
@@ -175,6 +238,72 @@ def test_c2t_scores_each_nodes_top_k_and_prunes_to_topk_per_layer():
     assert grown(0.1, topk=0, d_max=2) == {(0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1)}  # no second pruning
     assert grown(0.1, topk=2) == {(0,), (1,), (0, 0), (1, 0), (0, 0, 0), (1, 0, 0)}  # 2 per layer, 3 layers
     assert grown(0.21, topk=2) == {(0,), (1,), (0, 0), (1, 0), (0, 0, 0)}  # C ≤ β removes (0, 1), (1, 0, 0)…
+
+
+def linear_classifier(w_p: float, w_h: float, w_d: float, bias: float) -> C2TClassifier:
+    """A classifier of P, H and d whose logit is bias + w_P·P + w_H·H + w_d·d (one ReLU unit per sign)."""
+    model = C2TClassifier(features=("P", "H", "d"), hidden=2)
+    lin = torch.tensor([w_p, w_h, w_d])
+    with torch.no_grad():
+        first, _, last = model.net
+        first.weight.copy_(torch.stack([lin, -lin])), first.bias.zero_()
+        last.weight.copy_(torch.tensor([[1.0, -1.0]])), last.bias.fill_(bias)
+    return model.eval()
+
+
+def c2t_reference(probs, entropy, model: C2TClassifier, beta: float, K: int, topk: int, d_max: int) -> set:
+    """C2T Alg. 1 (s0 l.137–170) with §4.2.2's second pruning, layer by layer: N ← the TopK likeliest children of
+    every node of N (line 6, the first pruning: "calculate confidence only for the TopK tokens with the highest
+    generation probability"); C_i = F(P_i, H_i, d_i) (P the path's product, H the entropy of the distribution i
+    was drawn from, d its depth: our node depth, the classifier's input convention); nodes with C_i ≤ β leave N
+    (lines 14–15); "we select only the TopK tokens with the highest confidence" (second pruning, per layer; 0:
+    off) and "extend N or topK(N) to T" (line 21); stop at d_max or when no node passes (line 5). F is the
+    classifier's torch forward, sigmoid(net(x)), on one node at a time."""
+    tree, layer = set(), [((), 1.0)]
+    for depth in range(1, d_max + 1):
+        scored = []
+        for u, p_u in layer:
+            for k, q in enumerate(probs(u)[:K]):
+                x = torch.tensor([[p_u * q, entropy(u), float(depth)]])
+                with torch.no_grad():
+                    scored.append((u + (k,), p_u * q, float(torch.sigmoid(model(x)))))
+        passed = sorted((s for s in scored if s[2] > beta), key=lambda s: -s[2])  # by confidence, not by P
+        layer = [(path, p) for path, p, _ in (passed[:topk] if topk else passed)]
+        tree.update(path for path, _ in layer)
+        if not layer:
+            break
+    return tree
+
+
+def test_c2t_second_pruning_keeps_the_most_confident_not_the_likeliest():
+    # a classifier that reads H and d (logit 4.5 + 10·P − 2·H − 0.1·d): layer 2's likeliest nodes (0, 0) .3 and
+    # (0, 1) .2 were drawn from a flat distribution (H 3), (1, 0) .22 and (1, 1) .18 from a sharp one (H 0.5), so
+    # the two most confident are (1, 0) and (1, 1); ranking by P would keep (0, 0) and (1, 0)
+    draft = {(): [0.5, 0.4, 0.1], (0,): [0.6, 0.4], (1,): [0.55, 0.45]}
+    h = {(): 1.0, (0,): 3.0, (1,): 0.5}
+    model = linear_classifier(10.0, -2.0, -0.1, 4.5)
+    offer = synthetic_draft(lambda p: draft.get(p, [0.5, 0.5]), lambda p: h.get(p, 1.0))
+    tree = grow_offline(C2T(beta=0.5, K=2, d_max=2, topk=2, model=model), offer)
+    assert tree_paths(tree) == {(0,), (1,), (1, 0), (1, 1)}
+    assert tree_paths(tree) == c2t_reference(lambda p: draft.get(p, [0.5, 0.5]), lambda p: h.get(p, 1.0), model,
+                                             0.5, 2, 2, 2)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_c2t_tree_is_alg1s_with_the_second_pruning_by_confidence(seed):
+    # random drafts, random entropies per node and a classifier of P, H and d with random weights (H and d move the
+    # confidence as much as P does, so the confidence order is not the P order), β and TopK drawn
+    rng = np.random.default_rng(300 + seed)
+    K, topk, d_max = int(rng.integers(2, 5)), int(rng.integers(0, 5)), int(rng.integers(2, 5))
+    beta = float(rng.choice([0.3, 0.5, 0.7]))
+    probs = random_draft(300 + seed)
+
+    def entropy(path):
+        return float(np.random.default_rng(zlib.crc32(bytes([7, *path])) + seed).uniform(0.0, 4.0))
+    model = linear_classifier(float(rng.uniform(4, 12)), float(rng.uniform(-1.5, 1.5)), float(rng.uniform(-1, 1)),
+                              float(rng.uniform(-1, 2)))
+    tree = grow_offline(C2T(beta=beta, K=K, d_max=d_max, topk=topk, model=model), synthetic_draft(probs, entropy))
+    assert tree_paths(tree) == c2t_reference(probs, entropy, model, beta, K, topk, d_max)
 
 
 def test_c2t_classifier_names_with_a_plus_round_trip_through_a_spec(tmp_path, monkeypatch):

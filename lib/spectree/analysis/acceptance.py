@@ -17,8 +17,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from spectree.analysis.claims import (Evidence, all_of, bootstrap_rule, claim, pooled, pooled_difference,
-                                      proportion_rule, unscored)
+from spectree.analysis.claims import (BAR, FAILS, HOLDS, Evidence, all_of, bootstrap_rule, claim, pooled,
+                                      pooled_difference, unscored)
+from spectree.analysis.draft_arms import Drafts, draft_card, seeds_of
 from spectree.core.decode import greedy_continuation, walk_continuation
 from spectree.core.errors import SpectreeError
 from spectree.core.metrics import tau
@@ -178,44 +179,73 @@ def _tau_versus(a: dict, b: dict, what: str, above: bool = False) -> Evidence:
 TABLE1_EDD = "τ 2.73 on MT-bench, 2.87 on HumanEval (α 0.55, 0.57; LLaMA2-Chat 7B, chains of 5, Table 1)"
 TABLE1_VERSUS = ("EDD τ 2.73 vs VDM 1.96 on MT-bench, 2.87 vs 2.15 on HumanEval (α 0.55 vs 0.39, 0.57 vs 0.40; "
                  "LLaMA2-Chat 7B, chains of 5, Table 1)")
+MORE_ACCURATE = ("\"the encoding results from the LLM improve the performance of EDD, enabling it to generate more "
+                 "accurate draft tokens\" (EDD §4.3.2, l.811)")
+EQUAL_BUDGET = "equal budget (same data, steps, seed)"  # as the paper re-implemented its baselines (l.548)
+SHIPPED_TRAINING = "the shipped drafts' unequal training (EDD five stages, the last on a GPU; VDM 800 steps)"
+
+
+def _position1(report: dict) -> list[list[int]]:
+    """[agreements at draft position 1, positions] per prompt of a report."""
+    return [[p["agree"][0] for p in report["by_prompt"].values()],
+            [p["positions"] for p in report["by_prompt"].values()]]
+
+
+def _seed_note(pairs: tuple[str, str]) -> str:
+    """The training seeds of two drafts, from their cards: one seed each leaves the seed spread unmeasured."""
+    seeds = [(draft_card(p) or {}).get("config", {}).get("seed") for p in pairs]
+    if any(s is None for s in seeds):
+        return "seed: not recorded (no card)"
+    return f"seed: one training seed per draft (seed {', '.join(map(str, dict.fromkeys(seeds)))}): the seed spread " \
+           "is not measured"
+
+
+def _budget_reading(ev: Evidence, ours: str, seeds: str) -> str:
+    """The 'training budget' factor of a Table 1 claim: the same rule on the shipped drafts (unequal training)."""
+    word = {HOLDS: "holds", FAILS: "does not hold"}.get(ev.verdict, "inconclusive")
+    interval = f", 95% interval [{ev.low:+.3f}, {ev.high:+.3f}]" if np.isfinite([ev.low, ev.high]).all() else ""
+    return f"{word} with {SHIPPED_TRAINING}: {ours}{interval}; {seeds}"
 
 
 def draft_claims(reports: dict, edd: str, vdm: str, equal_budget: Optional[tuple[str, str]] = None) -> list[dict]:
-    """Verdicts on EDD Table 1 and on our draft bars, each by a stated rule:
+    """Verdicts on EDD Table 1 and on our draft bars, each by a stated rule, n counting prompts:
 
-    - EDD top-1 agreement at position 1 ≥ 0.5 (our bar, the paper states none): its Wilson interval over the
-      counted tokens;
-    - EDD chain-5 τ ≥ 2.2 (our bar; the paper's Table 1 number is in `paper`): a bootstrap over prompts of the
-      pooled τ;
-    - EDD's chain-5 τ above VDM's (Table 1), shipped against shipped and for `equal_budget` = (EDD, VDM) trained
-      alike: a paired bootstrap over prompts of the τ difference;
-    - ours, stronger than Table 1: EDD's top-1 agreement above VDM's at every position on every dataset, per
-      (dataset, position) a paired bootstrap over prompts of the difference.
-    A claim whose pairs were not scored is inconclusive (n = 0). Table 3's ablations: `tree_tau.ablation_claims`."""
+    - our bars (the paper states neither): EDD's top-1 agreement at position 1 ≥ 0.5 and its chain-5 τ ≥ 2.2, each by
+      a bootstrap over prompts of the pooled statistic;
+    - EDD's chain-5 τ above VDM's (Table 1; a paired bootstrap over prompts of the τ difference) and, stronger, EDD's
+      top-1 agreement above VDM's at every position on every dataset (per (dataset, position) a paired bootstrap
+      over the dataset's prompts): judged on `equal_budget` = (EDD, VDM) trained alike, as the paper compares drafts
+      (l.548). The shipped `edd` against the shipped `vdm` (unequal training) is their "training budget" reading,
+      with the drafts' training seeds (`claims.diagnose`).
+    A claim whose pairs were not scored is inconclusive (n = 0). Table 3: `tree_tau.table3_claims`,
+    `draft_arms.arm_claims`."""
     e = reports.get(edd)
-    first = e and e["top1_by_position"][0]
-    out = [claim("EDD top-1 agreement at draft position 1", "—", first,
-                 proportion_rule(e.get("top1_agree", [0])[0], e.get("positions", 0), 0.5,
-                                 "the position-1 agreement") if e else unscored(f"{edd} not scored"),
-                 goal="≥ 0.50 (the issue's bar; its goal 0.70)"),
+    out = [claim("EDD top-1 agreement at draft position 1", "—", e and e["top1_by_position"][0],
+                 bootstrap_rule(_position1(e), pooled, 0.5, "the position-1 agreement") if e
+                 else unscored(f"{edd} not scored"), goal="≥ 0.50 (the issue's bar; its goal 0.70)", kind=BAR),
            claim("EDD chain-5 greedy τ", TABLE1_EDD, e and round(e["tau_chain"], 3),
                  bootstrap_rule([[p[c] for p in e.get("by_prompt", {}).values()] for c in ("tau_sum", "steps")],
                                 pooled, 2.2, "the chain τ") if e else unscored(f"{edd} not scored"),
-                 goal="≥ 2.2 (the issue's bar)")]
-    versus = {"": (edd, vdm), **({", equal budget (same data, steps, seed)": equal_budget} if equal_budget else {})}
-    for suffix, (ours, peer) in versus.items():
-        a, p = reports.get(ours), reports.get(peer)
-        out.append(claim(f"EDD's chain-5 τ above VDM's (EDD Table 1){suffix}", TABLE1_VERSUS,
-                         a and p and f"τ {a['tau_chain']:.3f} vs {p['tau_chain']:.3f} (α = τ / 5)",
-                         _tau_versus(a, p, "τ(EDD) − τ(VDM)", above=True) if a and p
-                         else unscored(f"{ours} or {peer} not scored")))
-    for suffix, (ours, peer) in versus.items():
-        a, p = reports.get(ours), reports.get(peer)
-        gap = _min_gap(a, p)
-        out.append(claim(f"EDD's top-1 agreement above VDM's at every draft position, every dataset{suffix}", "—",
-                         None if gap is None else f"min gap {gap:+.3f}",
-                         _agreement_above(a, p) if a and p else unscored(f"{ours} or {peer} not scored"),
-                         goal="EDD > VDM at every position (ours: stronger than Table 1's τ)"))
+                 goal="≥ 2.2 (the issue's bar)", kind=BAR)]
+    ours, peer = equal_budget or ("", "")
+    a, p = reports.get(ours), reports.get(peer)
+    se, sv = reports.get(edd), reports.get(vdm)
+    seeds = _seed_note((ours, peer)) if a and p else ""
+
+    def judged(rule, text, name, paper, **kw) -> dict:
+        ev = rule(a, p) if a and p else unscored(f"the equal-budget pair ({ours or 'none'}, {peer or 'none'}) "
+                                                  "not scored")
+        shipped = {"training budget": _budget_reading(rule(se, sv), text(se, sv), seeds)} if se and sv else {}
+        return claim(name, paper, text(a, p) if a and p else None, ev, readings=shipped, **kw)
+
+    def tau_text(x, y):
+        return f"τ {x['tau_chain']:.3f} vs {y['tau_chain']:.3f} (α = τ / 5)"
+
+    out.append(judged(lambda x, y: _tau_versus(x, y, "τ(EDD) − τ(VDM)", above=True), tau_text,
+                      f"EDD's chain-5 τ above VDM's (EDD Table 1), {EQUAL_BUDGET}", TABLE1_VERSUS))
+    out.append(judged(_agreement_above, lambda x, y: f"min gap {_min_gap(x, y):+.3f}",
+                      f"EDD's top-1 agreement above VDM's at every draft position, every dataset, {EQUAL_BUDGET}",
+                      MORE_ACCURATE, goal="EDD > VDM at every position (ours: stronger than Table 1's τ)"))
     return out
 
 
@@ -223,51 +253,50 @@ def draft_claims(reports: dict, edd: str, vdm: str, equal_budget: Optional[tuple
 
 @dataclass
 class DraftPlan:
-    """What 01_train_drafts does for its `pairs`: the pairs whose agreement by draft position it scores (any pair;
-    the ablation and hidden-layer drafts only with `chain_ablations`), the training runs whose loss curves it draws,
-    whether it trains a scratch draft, whether it judges the EDD claims (about the workbook's own SmolLM2 drafts),
-    the ablation and hidden-layer rows that share a target with `pairs` (decoded under PCT, `tree_tau`), and a note
-    for everything left out and why."""
+    """What 01_train_drafts does for its `pairs`: the pairs whose agreement by draft position it scores (any pair,
+    and the equal-budget drafts), the training runs whose loss curves it draws, whether it trains a scratch draft,
+    whether it judges the EDD claims (about the workbook's own SmolLM2 drafts), the draft arms of Table 3 and Fig. 5
+    that share a target with `pairs` (each a pair or one pair per training seed; `draft_arms` reads their cards or
+    this run's scores, none is decoded), and a note for everything left out and why."""
 
     scored: list[str]
     runs: list[str]
     train: bool
     edd_claims: bool
-    ablations: dict[str, str]
-    ablation_base: str
+    ablations: dict[str, Drafts]
+    ablation_base: Drafts
     equal_budget: dict[str, str]
     notes: list[str] = field(default_factory=list)
-    hidden_layers: dict[str, str] = field(default_factory=dict)
+    hidden_layers: dict[str, Drafts] = field(default_factory=dict)
 
 
-def draft_plan(pairs: list[str], ablations: dict[str, str], ablation_base: str, equal_budget: dict[str, str],
-               train_steps: int, edd: str = "smollm2-edd", hidden_layers: Optional[dict[str, str]] = None,
-               chain_ablations: bool = True) -> DraftPlan:
-    """The `DraftPlan` of notebook 01. Ablation, hidden-layer and equal-budget rows are drafts of the SmolLM2
+def draft_plan(pairs: list[str], ablations: dict[str, Drafts], ablation_base: Drafts, equal_budget: dict[str, str],
+               train_steps: int, edd: str = "smollm2-edd", hidden_layers: Optional[dict[str, Drafts]] = None
+               ) -> DraftPlan:
+    """The `DraftPlan` of notebook 01. Ablation, hidden-layer and equal-budget drafts are drafts of the SmolLM2
     target: kept only when one of `pairs` has their target; the scratch training (`train_steps` > 0) distils a
     draft from the SmolLM2 target, so it runs only when one of `pairs` has it; the EDD claims need the shipped
-    `edd` pair. `chain_ablations` False leaves the ablation and hidden-layer drafts out of the chain scoring
-    (they are still decoded under PCT, EDD Table 3's measure, a minute each saved)."""
+    `edd` pair. The equal-budget drafts are scored with `pairs` (EDD Table 1); the ablation and hidden-layer arms
+    are not (their drafts may be retired: `draft_arms`)."""
     from spectree.drafts.pairs import TARGETS, as_pair
     from spectree.drafts.applies import NEEDS
 
-    def target(name: str) -> str:
-        return as_pair(name).target if name else ""
+    def target(drafts: Drafts) -> str:
+        first = seeds_of(drafts)[:1] if drafts else []
+        return as_pair(first[0]).target if first else ""
 
     targets, notes, hidden_layers = {target(p) for p in pairs}, [], hidden_layers or {}
     kept = {k: v for k, v in ablations.items() if target(v) in targets}
     layers = {k: v for k, v in hidden_layers.items() if target(v) in targets}
     base = ablation_base if target(ablation_base) in targets else ""
     budget = equal_budget if equal_budget and all(target(v) in targets for v in equal_budget.values()) else {}
-    dropped = [*(v for v in ablations.values() if v not in kept.values()), *([ablation_base] if ablation_base and
+    dropped = [*(k for k in ablations if k not in kept), *(["the ablations' base arm"] if ablation_base and
                not base else []), *(equal_budget.values() if equal_budget and not budget else []),
-               *(v for v in hidden_layers.values() if v not in layers.values())]
+               *(k for k in hidden_layers if k not in layers)]
     if dropped:
         notes.append(f"left out (drafts of another target than {sorted(targets)}): {', '.join(dropped)}")
-    chained = [*kept.values(), base, *layers.values()] if chain_ablations else []
-    scored = [p for p in dict.fromkeys([*pairs, *chained, *budget.values()]) if p]
-    drafts = dict.fromkeys([*scored, *kept.values(), base, *layers.values()])
-    runs = [as_pair(p).spec.arg for p in drafts if p and as_pair(p).spec.kind in ("edd", "vdm")]
+    scored = [p for p in dict.fromkeys([*pairs, *budget.values()]) if p]
+    runs = [as_pair(p).spec.arg for p in scored if as_pair(p).spec.kind in ("edd", "vdm")]
     train = train_steps > 0 and any(t in TARGETS for t in targets)
     if train_steps > 0 and not train:
         notes.append(f"scratch training not run: it needs {NEEDS['smollm2']}")

@@ -226,6 +226,9 @@ def bootstrap_rule(samples: Sequence[Any], statistic: Callable[..., Any], bar: f
                                   method=method, rng=np.random.default_rng(seed))
             if np.isnan(res.bootstrap_distribution).mean() <= (1 - level) / 2:
                 lo, hi = res.confidence_interval
+                spread = res.bootstrap_distribution[~np.isnan(res.bootstrap_distribution)]
+                if math.isnan(lo) and len(spread) and spread.min() == spread.max():  # BCa of a constant statistic
+                    lo = hi = float(spread[0])
     kind = "BCa " if method.lower() == "bca" else ""
     return interval_rule(estimate, lo, hi, bar, n, what, above=above, strict=strict, min_n=max(2, min_n),
                          unit=unit, method=f"{level:.0%} paired {kind}bootstrap")
@@ -302,32 +305,32 @@ def prompts_reading(evidence: Evidence, unit: str = "prompts", feasible: float =
     (its whole interval is on the other side of the bar); for an inconclusive one, the n at which its interval
     would clear the bar (`units_needed`) and whether that is within `feasible` × today's n ("too few prompts")."""
     if evidence.verdict == FAILS:
-        return f"more {unit} would not flip it (the whole interval is on the other side of the bar)"
+        return f"would not flip it (the whole interval is on the other side of the bar, n = {evidence.n} {unit})"
     if evidence.verdict != INCONCLUSIVE:
         return ""
     need = units_needed(evidence)
     if math.isnan(need):
-        return f"more {unit}: cannot tell (no interval)"
+        return "cannot tell (no interval)"
     if math.isinf(need):
-        return f"more {unit} would not decide it (the estimate sits on the bar)"
+        return "would not decide it (the estimate sits on the bar)"
     side = "hold" if (evidence.estimate >= evidence.bar) == evidence.above else "not hold"
     if need <= feasible * max(evidence.n, 1):
         return f"too few {unit}: at this estimate it would {side} from ≈ {math.ceil(need)} {unit} (n = {evidence.n})"
-    return f"more {unit} would hardly decide it (≈ {math.ceil(need)} needed at this estimate, n = {evidence.n})"
+    return f"would hardly decide it (≈ {math.ceil(need)} {unit} needed at this estimate, n = {evidence.n})"
 
 
 def diagnose(readings: dict[str, str]) -> str:
     """A diagnosis from the factors re-read for one claim, {factor: reading}: e.g. {"draft quality": "holds from
     agreement 0.60", "paper's knobs": "holds at s_d/s_t 0.037", "more prompts": "too few prompts: …"}. It opens with
     what flips the verdict: the factors whose reading holds ("holds with the paper's knobs"), else "too few
-    prompts", else "no factor flips it: a property of this pair" when draft quality up to the papers' was re-read,
+    prompts" (or whatever units a reading counts), else "no factor flips it: a property of this pair" when draft quality up to the papers' was re-read,
     else "no factor tried flips it"; then every reading."""
     parts = {k: v for k, v in readings.items() if v}
     if not parts:
         return ""
     flips = [k for k, v in parts.items() if v.startswith("holds")]
-    head = (f"holds with {' / '.join(flips)}" if flips else
-            "too few prompts" if parts.get("more prompts", "").startswith("too few") else
+    few = next((v.split(":")[0] for v in parts.values() if v.startswith("too few")), "")
+    head = (f"holds with {' / '.join(flips)}" if flips else few if few else
             "no factor flips it: a property of this pair" if "draft quality" in parts else "no factor tried flips it")
     return head + ". " + "; ".join(f"{k}: {v}" for k, v in parts.items())
 

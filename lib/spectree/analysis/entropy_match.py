@@ -3,8 +3,9 @@ becomes likelier than match, and its claims (numpy / pandas only).
 
 The paper decodes at T = 0.4 (s1 l.123): the draft samples its token from its distribution at T, the target
 samples one at T and the token matches when the two are equal (Alg. 1, l.97–99). `drawn_tokens` gives one row
-per drafted position: the entropy (nats) of the distribution the token is drawn from and the probability that
-it matches — at T = 0 the greedy draw's 0/1 match. The token tables are `token_tables.token_table`'s (columns
+per drafted position: an entropy (nats) — of the draft's raw distribution softmax(logits), Gunjur's "logit
+entropy", or of the distribution at T the token is drawn from (`ENTROPY_OF`, `entropy_label`) — and the
+probability that the token matches — at T = 0 the greedy draw's 0/1 match. The token tables are `token_tables.token_table`'s (columns
 in `analysis.stats`). Every interval resamples PROMPTS with all their tokens (`claims.cluster_rule`).
 """
 from __future__ import annotations
@@ -33,6 +34,20 @@ def top1_tokens(tokens: pd.DataFrame) -> pd.DataFrame:
 # respective entropies"): the draft's raw distribution softmax(logits), what B(H) and simple cutoff read live at every
 # temperature (`core.drafting.child_candidates`), or the distribution at T the token is drawn from
 ENTROPY_OF = {"logits": "entropy_raw", "sampled": "entropy"}
+
+
+def entropy_label(entropy_of: str, temperature: float) -> str:
+    """The axis label of the entropy `drawn_tokens(…, temperature, entropy_of)` bins: the draft's raw distribution
+    softmax(logits) (T = 1, Gunjur's "logit entropy", s1 l.24, l.58) or the distribution at T the token is drawn
+    from; at T = 0 (and T = 1) the two are one."""
+    if entropy_of not in ENTROPY_OF:
+        raise SpectreeError(f"entropy_of must be one of {sorted(ENTROPY_OF)}, got {entropy_of!r}")
+    if temperature in (0, 1):
+        return "entropy of the draft distribution drafted from (softmax of the logits; full vocabulary, nats)"
+    if entropy_of == "logits":
+        return (f"entropy of the draft's logits, softmax at T = 1 (the token is drawn at T = {temperature:g}; "
+                "full vocabulary, nats)")
+    return f"entropy of the distribution drafted from, at T = {temperature:g} (full vocabulary, nats)"
 
 
 def drawn_tokens(tokens: pd.DataFrame, temperature: float, entropy_of: str = "logits") -> pd.DataFrame:

@@ -12,6 +12,7 @@ whatever the mask) and with a small block-sparse loop that skips empty tiles.
 from __future__ import annotations
 
 import heapq
+import math
 import statistics
 import time
 from functools import partial
@@ -21,8 +22,10 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from scipy import stats
 
-from spectree.analysis.claims import all_of, claim, interval_rule, tolerance_rule, unscored
+from spectree.analysis.claims import (Evidence, all_of, claim, enough_units, interval_rule, prompts_reading,
+                                      tolerance_rule, unscored)
 from spectree.core.tree import NODE_FIELDS, DraftTree
 from spectree.core.treeattn import additive_mask, tree_allowed
 
@@ -218,11 +221,12 @@ def default_device() -> torch.device:
 
 
 def time_orders(sizes: Sequence[int], seed: int = 0, skew: float = 2.0, prefix: int = 0, heads: int = 9,
-                head_dim: int = 64, reps: int = 5, block: int = BLOCK,
+                head_dim: int = 64, reps: int = 12, block: int = BLOCK,
                 device: Optional[torch.device] = None) -> pd.DataFrame:
     """DySpec Table 5's timings: for one random tree per size, the dense masked SDPA and the block-sparse
     loop in the original and DFS order (q [1, heads, n, head_dim], keys prefix + n): the median of `reps`
-    rounds, and the fastest and slowest round (`*_min`, `*_max`), the spread the claims judge by."""
+    rounds, the fastest and slowest round (`*_min`, `*_max`) and every round (`*_rounds`, ms; the four calls take
+    turns within a round, so round i of one order is paired with round i of the other: the claims' units)."""
     device = device or default_device()
     gen = torch.Generator().manual_seed(seed)
     rows = []
@@ -238,6 +242,8 @@ def time_orders(sizes: Sequence[int], seed: int = 0, skew: float = 2.0, prefix: 
         rows += [{"nodes": len(tree), "prefix": prefix, "order": order, "blocks": block_count(masks[order], block),
                   **{f"{kernel}_ms{part}": 1e3 * f(secs[(kernel, order)]) for kernel in ("dense", "sparse")
                      for part, f in (("", statistics.median), ("_min", min), ("_max", max))},
+                  **{f"{kernel}_rounds": [round(1e3 * t, 5) for t in secs[(kernel, order)]]
+                     for kernel in ("dense", "sparse")},
                   "reps": reps, "device": device.type} for order in masks]
     return pd.DataFrame(rows)
 
@@ -250,23 +256,37 @@ def timing_ratios(times: pd.DataFrame) -> pd.DataFrame:
 
 # --- the paper's readings -------------------------------------------------------------------------------
 
-def _ratio_range(times: pd.DataFrame, kernel: str, nodes: int) -> tuple[float, float, float]:
-    """(median, least, most) original ÷ DFS time of a kernel at one tree size over the timed rounds: the
-    least is the fastest original round over the slowest DFS one, the most the reverse."""
+def more_units(evidence: Evidence, unit: str) -> dict[str, str]:
+    """A diagnosis's "more prompts" factor read in the claim's own units (trees, rounds; `claims.prompts_reading`)."""
+    return {"more prompts": prompts_reading(enough_units(evidence), unit)}
+
+
+def paired_ratios(times: pd.DataFrame, kernel: str, nodes: int) -> np.ndarray:
+    """[rounds] original ÷ DFS time of a kernel at one tree size, round by round (`time_orders`' `*_rounds`: the
+    two orders are timed back to back in each round, so load on a shared machine hits a pair alike)."""
     t = times[times.nodes == nodes].set_index("order")
-    o, d = t.loc["original"], t.loc["dfs"]
-    return (o[f"{kernel}_ms"] / d[f"{kernel}_ms"], o[f"{kernel}_ms_min"] / d[f"{kernel}_ms_max"],
-            o[f"{kernel}_ms_max"] / d[f"{kernel}_ms_min"])
+    return np.asarray(t.loc["original", f"{kernel}_rounds"], float) / np.asarray(t.loc["dfs", f"{kernel}_rounds"], float)
+
+
+def ratio_interval(ratios: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+    """(median, low, high): the median of paired per-round ratios and its distribution-free interval (the
+    sign test's order statistics, scipy `quantile_test`): valid for independent rounds whatever their noise, and
+    one slow round (a busy neighbour) moves it by one order statistic, not by its size. NaN below 2 rounds."""
+    if len(ratios) < 2:
+        return (float(np.median(ratios)) if len(ratios) else math.nan), math.nan, math.nan
+    ci = stats.quantile_test(ratios, q=1.0, p=0.5).confidence_interval(level)
+    return float(np.median(ratios)), float(ci.low), float(ci.high)
 
 
 def block_claims(random_summary: pd.DataFrame, logged_summary: pd.DataFrame, times: pd.DataFrame,
                  tolerance: float = 0.1, block_tolerance: float = 0.05) -> list[dict]:
     """DySpec App. C against our counts and timings. Block counts are deterministic on the seeded / sampled
     trees: a ratio or change within ± `block_tolerance` is inconclusive (n: trees). Timings are judged on the
-    spread of their rounds (n: rounds): the block-sparse loop is faster in DFS order when, at the largest tree,
-    even its fastest original round over its slowest DFS round exceeds 1 + `tolerance`, and not faster when
-    even the most favourable pairing stays below; dense attention gains nothing when, at every size, every
-    pairing of rounds lies within 1 ± `tolerance`, and it gains (or loses) when one size lies wholly outside."""
+    paired rounds (n: rounds, at least MIN_UNITS for a verdict): the original ÷ DFS time of each round, and the
+    95% sign-test interval of their median (`ratio_interval`). The block-sparse loop is faster in DFS order when,
+    at the largest tree, that interval lies above 1 + `tolerance`, and not faster when it lies below; dense
+    attention gains nothing when, at every size, it lies within 1 ± `tolerance`, and it gains (or loses) when one
+    size's lies wholly outside."""
     rs, ls = random_summary.sort_values("nodes"), logged_summary.sort_values("prefix")
     counts = "heap pop order → DFS: " + "; ".join(f"{r.original:.1f} → {r.dfs:.1f} ({r.nodes:.0f} nodes, {r.ratio:.2f}×)"
                                                 for r in rs.itertuples())
@@ -282,46 +302,52 @@ def block_claims(random_summary: pd.DataFrame, logged_summary: pd.DataFrame, tim
     dilutes = tolerance_rule(first.ratio - last.ratio, block_tolerance, n_logged,
                              "ratio at the shortest prefix − ratio at the longest", "logged trees") \
         if len(ls) > 1 else unscored("one prefix length: nothing to compare")
+    real = tolerance_rule(first.ratio - 1, block_tolerance, n_logged, ratio_rule, "logged trees")
     sizes = sorted(times.nodes.unique())
-    reps = int(times.reps.min()) if "reps" in times else 1
-    sparse, s_lo, s_hi = _ratio_range(times, "sparse", sizes[-1])
-    faster = interval_rule(sparse, s_lo, s_hi, 1 + tolerance, reps, "the sparse loop's original ÷ DFS time "
-                           f"at {sizes[-1]} nodes", method="round-range", unit="rounds")
-    dense = [_ratio_range(times, "dense", n) for n in sizes]
-    same = all_of([interval_rule(m, lo, hi, 1 - tolerance, reps, "dense original ÷ DFS time", unit="rounds",
-                                 method="round-range") for m, lo, hi in dense]
-                  + [interval_rule(m, lo, hi, 1 + tolerance, reps, "dense original ÷ DFS time", above=False,
-                                   unit="rounds", method="round-range") for m, lo, hi in dense],
-                  f"round-range interval of dense original ÷ DFS time within 1 ± {tolerance:g} at every size")
+    method = "95% sign-test"
+    s_ratios = paired_ratios(times, "sparse", sizes[-1])
+    sparse, s_lo, s_hi = ratio_interval(s_ratios)
+    faster = interval_rule(sparse, s_lo, s_hi, 1 + tolerance, len(s_ratios), "the median over paired rounds of the "
+                           f"sparse loop's original ÷ DFS time at {sizes[-1]} nodes", method=method, unit="rounds")
+    d_ratios = [paired_ratios(times, "dense", n) for n in sizes]
+    dense = [ratio_interval(r) for r in d_ratios]
+    what = "the median over paired rounds of dense original ÷ DFS time"
+    same = all_of([interval_rule(m, lo, hi, 1 - tolerance, len(r), what, unit="rounds", method=method)
+                   for (m, lo, hi), r in zip(dense, d_ratios)]
+                  + [interval_rule(m, lo, hi, 1 + tolerance, len(r), what, above=False, unit="rounds", method=method)
+                     for (m, lo, hi), r in zip(dense, d_ratios)],
+                  f"{method} interval of {what} within 1 ± {tolerance:g} at every size")
     return [
         claim("DFS order needs fewer non-zero blocks on random trees (DySpec Table 5)",
               "36 → 22.5 (256 nodes), 135.5 → 52.8 (512), 490.2 → 119.3 (1024), 1654.5 → 278.7 (2048)",
-              counts, fewer),
+              counts, fewer, readings=more_units(fewer, "random trees")),
         claim("the saving grows with tree size (DySpec Table 5)", "1.6× at 256 nodes to 5.9× at 2048",
               f"{rs.ratio.iloc[0]:.2f}× at {rs.nodes.iloc[0]:.0f} to {rs.ratio.iloc[-1]:.2f}× at "
-              f"{rs.nodes.iloc[-1]:.0f}", grows),
+              f"{rs.nodes.iloc[-1]:.0f}", grows, readings=more_units(grows, "random trees")),
         claim("DFS order needs fewer blocks on real draft trees (DySpec Fig. 9)",
               "366.1 → 218.3 (768 nodes), 580.1 → 295.6 (1024 nodes)",
               f"{first.original:.1f} → {first.dfs:.1f} ({first.ratio:.2f}×; {first.trees:.0f} logged trees of "
               f"{first.nodes:.0f} nodes on average, prefix {first.prefix:.0f})",
-              tolerance_rule(first.ratio - 1, block_tolerance, n_logged, ratio_rule, "logged trees")),
+              real, readings=more_units(real, "logged trees")),
         claim("a long prefix dilutes the saving (DySpec App. C)",
               "with a long context most attention work is prefix × tree, where the tree order does not matter",
               f"{first.ratio:.2f}× at prefix {first.prefix:.0f}, {last.ratio:.2f}× at prefix {last.prefix:.0f}",
-              dilutes),
+              dilutes, readings=more_units(dilutes, "logged trees")),
         claim("attention that skips empty blocks runs faster in DFS order (DySpec Table 5)",
               "custom kernel 2.27 → 1.03 ms at 2048 nodes (up to 2.1× faster)",
-              f"block-sparse loop {sparse:.2f}× faster at {sizes[-1]} nodes (rounds {s_lo:.2f}–{s_hi:.2f}×, "
-              f"{times.device.iloc[0]})", faster),
+              f"block-sparse loop {sparse:.2f}× faster at {sizes[-1]} nodes (median of {len(s_ratios)} paired rounds, "
+              f"95% interval {s_lo:.2f}–{s_hi:.2f}×, {times.device.iloc[0]})", faster,
+              readings=more_units(faster, "timing rounds")),
         claim("dense attention gains nothing from the order (DySpec Table 5, Manual Attn / Xformers)",
               "9.21 vs 9.13 ms (manual), 1.88 vs 1.88 ms (Xformers) at 2048 nodes",
-              "dense masked SDPA original ÷ DFS time: " + ", ".join(f"{m:.2f} ({lo:.2f}–{hi:.2f})"
-                                                                  for m, lo, hi in dense)
-              + f" (equal within ±{tolerance:.0%} counts as gaining nothing)", same),
+              "dense masked SDPA original ÷ DFS time, median of paired rounds (95% interval) at "
+              + ", ".join(f"{n}: {m:.2f} ({lo:.2f}–{hi:.2f})" for n, (m, lo, hi) in zip(sizes, dense))
+              + f" nodes (equal within ±{tolerance:.0%} counts as gaining nothing)", same,
+              readings=more_units(same, "timing rounds")),
     ]
 
 
 __all__ = ["BLOCK", "nonzero_blocks", "block_count", "verify_mask", "permute", "dfs_tree", "bfs_tree", "random_tree",
            "count_orders", "random_tree_blocks", "logged_tree_blocks", "sample_logged_trees", "summarise_blocks",
            "sparse_plan", "block_sparse_attention", "dense_attention", "repeat_seconds", "median_seconds",
-           "time_orders", "timing_ratios", "block_claims"]
+           "time_orders", "timing_ratios", "paired_ratios", "ratio_interval", "block_claims"]

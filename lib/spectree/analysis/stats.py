@@ -1,7 +1,8 @@
 """Statistics behind the papers' analysis figures, on a table of draft tokens (numpy / scipy / pandas only).
 
 - C2T Fig. 2: entropy bins × rank — mean draft probability, acceptance rate and their difference; bins in nats
-  or bits (the paper names no unit), its claims read cell by cell off the rank-1 column.
+  or bits (the paper names no unit), its claims read cell by cell off the rank-1 column, at the draft's first
+  layer ("a single forward" per position, s0 l.71: `FIG2_DEPTH`) with every logged depth pooled beside.
 - DySpec Fig. 2: acceptance and target probability against draft probability (column-normalised histograms)
   over the drawn (sampled) draft tokens.
 
@@ -20,7 +21,7 @@ bootstrap, `claims.cluster_rule`): its n is the number of prompts, at least `cla
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,21 @@ from spectree.analysis.rules import prompt_codes, prompt_sums, ratio_statistic, 
 ENTROPY_EDGES = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, math.inf)  # C2T Fig. 2: 0–1, …, 5–6, > 6 (in the unit read)
 ENTROPY_UNITS = {"nats": 1.0, "bits": math.log(2)}  # one unit, in nats (the token table stores nats)
 ENTROPY_COLUMNS = {"entropy": "full vocabulary", "entropy_topm": "top-1000, renormalised"}  # of the draft's distribution
+FIG2_DEPTH = 1  # C2T Fig. 2 "performed a single forward" per position (s0 l.71): the draft's first layer
+
+
+def at_depth(tokens: pd.DataFrame, depth: Optional[int] = FIG2_DEPTH) -> pd.DataFrame:
+    """The token table's rows drawn at `depth` (1: the draft's first layer, one forward after the committed
+    prefix, C2T Fig. 2's population); None: every depth."""
+    return tokens if depth is None else tokens[tokens.depth == depth]
+
+
+def depth_label(tokens: pd.DataFrame, depth: Optional[int] = FIG2_DEPTH) -> str:
+    """'depth 1' or, for every depth, 'depths 1–10' (the table's range)."""
+    if depth is not None:
+        return f"depth {depth}"
+    lo, hi = (int(tokens.depth.min()), int(tokens.depth.max())) if len(tokens) else (1, 1)
+    return f"depth {lo}" if lo == hi else f"depths {lo}–{hi} pooled"
 
 
 # --- binning ---------------------------------------------------------------------------------------------
@@ -147,42 +163,61 @@ def _cells_text(rows: list[dict[str, Any]]) -> str:
                      f"{r['verdict']})" for r in rows) or "no cell with enough tokens"
 
 
+def _c2t_reading(tokens: pd.DataFrame, cells: pd.DataFrame, edges: list, rows: list, under: bool, lo: float,
+                 hi: float, min_count: int, n_resamples: int) -> tuple[Evidence, dict[str, dict[str, Any]]]:
+    """One claim's reading on `tokens` binned like `cells`: the evidence in cells' unit and, per unit, the verdict,
+    the tested cells and the pooled top-1 bias (`top1_bias`)."""
+    unit, entropy = cells.unit.iloc[0], cells.entropy.iloc[0]
+    readings, evidence = {}, {}
+    for u in (unit, *(v for v in ENTROPY_UNITS if v != unit)):
+        c = cell_table(tokens, edges, int(cells["rank"].max()), min_count, u, entropy)
+        evidence[u], tested = top1_cell_tests(tokens, c, rows, under, min_count, n_resamples)
+        readings[u] = {"verdict": evidence[u].verdict, "cells": tested, "pooled": top1_bias(tokens, lo, hi, u, entropy)}
+    return evidence[unit], readings
+
+
 def c2t_claims(tokens: pd.DataFrame, cells: pd.DataFrame, high_above: float = 3.0, low_upto: float = 1.0,
-               min_count: int = 30, n_resamples: int = 2000) -> list[dict[str, Any]]:
+               min_count: int = 30, n_resamples: int = 2000, depth: Optional[int] = FIG2_DEPTH
+               ) -> list[dict[str, Any]]:
     """C2T §3 (s0 l.77–81), read off Fig. 2c's rank-1 column: at high entropy the top-1 token is under-estimated
     (acceptance > p: every rank-1 cell of the rows from `high_above` up is blue), at low entropy over-estimated
     (every rank-1 cell of the rows up to `low_upto` is red); each cell by `top1_evidence`. The verdict reads the
-    cells' unit; the same reading in the other unit, and the old pooled reading (all top-1 tokens above 3 /
-    up to 1), are in the details."""
+    tokens at `depth` (Fig. 2's "single forward": the first layer; None: every depth), binned as `cells` is (its
+    unit, entropy column, edges and ranks; `cells` may be of any depths), in cells' unit. Beside it, in the
+    details: the same reading in the other unit, the pooled top-1 bias (all top-1 tokens above 3 / up to 1), and
+    the second reading over every depth of the table (`all_depths`)."""
     unit, entropy = cells.unit.iloc[0], cells.entropy.iloc[0]
     edges = sorted({*cells.lo, cells.hi.max()})
     n_bins = len(edges) - 1
+    verdict_tokens = at_depth(tokens, depth)
+    where, pooled_where = depth_label(tokens, depth), depth_label(tokens, None)
+    second = depth is not None and pooled_where != where
     out = []
     for name, paper, under, rows, lo, hi in (
             ("C2T Fig. 2c: high entropy, top-1 under-estimated",
              "\"When the entropy is high, the node with the highest probability in the distribution is underestimated "
-             "in terms of probability\" (s0 l.79; blue cells of Fig. 2c)", True,
+             "in terms of probability\" (s0 l.79; blue cells of Fig. 2c; \"a single forward\", l.71)", True,
              [b for b in range(n_bins) if edges[b] >= high_above], high_above, math.inf),
             ("C2T Fig. 2c: low entropy, top-1 over-estimated",
              "\"When the entropy is low, the node with the highest probability in the distribution is overestimated "
-             "in terms of probability\" (s0 l.81; red cells of Fig. 2c)", False,
+             "in terms of probability\" (s0 l.81; red cells of Fig. 2c; \"a single forward\", l.71)", False,
              [b for b in range(n_bins) if edges[b + 1] <= low_upto], -math.inf, low_upto)):
-        readings, evidence = {}, {}
-        for u in (unit, *(v for v in ENTROPY_UNITS if v != unit)):
-            c = cells if u == unit else cell_table(tokens, edges, int(cells["rank"].max()), min_count, u, entropy)
-            evidence[u], tested = top1_cell_tests(tokens, c, rows, under, min_count, n_resamples)
-            readings[u] = {"verdict": evidence[u].verdict, "cells": tested,
-                           "pooled": top1_bias(tokens, lo, hi, u, entropy)}
-        ev = evidence[unit]
+        ev, readings = _c2t_reading(verdict_tokens, cells, edges, rows, under, lo, hi, min_count, n_resamples)
         other = [u for u in readings if u != unit]
-        ours = (f"rank-1 cells ({unit}): {_cells_text(readings[unit]['cells'])}; in "
+        ours = (f"{where} (the verdict), rank-1 cells ({unit}): {_cells_text(readings[unit]['cells'])}; in "
                 + "; in ".join(f"{u}: {readings[u]['verdict']} ({_cells_text(readings[u]['cells'])})" for u in other))
+        all_depths = {}
+        if second:
+            pooled_ev, all_depths = _c2t_reading(tokens, cells, edges, rows, under, lo, hi, min_count, n_resamples)
+            ours += (f". Second reading, {pooled_where}: {pooled_ev.verdict} "
+                     f"({_cells_text(all_depths[unit]['cells'])})")
         rows_text = ", ".join(bin_labels(edges)[b] for b in rows)
         out.append(claim(name, paper, ours, ev,
                          goal=f"our reading of '{'high' if under else 'low'}': rows {rows_text} ({unit}; the paper "
-                              f"gives no unit and no row), every rank-1 cell with ≥ {min_count} tokens",
-                         **readings[unit]["pooled"], unit=unit, entropy=ENTROPY_COLUMNS[entropy],
-                         prompts=int(tokens.prompt.nunique()), by_unit=readings))
+                              f"gives no unit and no row), every rank-1 cell with ≥ {min_count} tokens, at {where}",
+                         **readings[unit]["pooled"], unit=unit, entropy=ENTROPY_COLUMNS[entropy], depth=where,
+                         prompts=int(verdict_tokens.prompt.nunique()), by_unit=readings,
+                         all_depths={"depths": pooled_where, **all_depths} if second else {}))
     return out
 
 

@@ -9,15 +9,20 @@ Ranges: P ∈ [0, 1] and d ∈ 0..10 as in the paper (s0 l.435); H ∈ [0, ln M]
 [0, 10]: the entropy of M = 1000 probabilities cannot exceed ln 1000 = 6.91, so the classifier never sees more
 and the paper's upper third is extrapolation. Depth d is Alg. 1's (s0 l.132, l.141: the first drafted layer has
 d = 0); our `Nodes` put that layer at depth 1, so the classifier is fed d + 1 (`DEPTH_OFFSET`). Verdicts are on
-the confidence sigmoid(F) — the quantity compared with β. The surfaces are a deterministic function of one trained
-classifier, so each reading is judged by `claims.tolerance_rule` (an effect within ± tolerance is
-"inconclusive"), with n the grid points it averages; the 3-D scatter is coloured by the min-max normalised
+the confidence sigmoid(F) — the quantity compared with β; the 3-D scatter is coloured by the min-max normalised
 logit, as C2T Fig. 9 is.
+
+The units of evidence. The surfaces are a deterministic function of one trained classifier: reading it at more grid
+points (or at more draft nodes) adds no evidence about what C2T's training learns, which is what the paper's readings
+state. What varies is the training: so the claims read classifiers trained by C2T's recipe with different seeds on
+the same trees (`seed_readings`; n = training seeds, at least `claims.MIN_UNITS` for a verdict), each reading one
+number per classifier, judged by the 95% t interval over the seeds widened by ± tolerance (`seeds_rule`).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+import math
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -25,7 +30,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spectree.analysis.claims import claim, tolerance_rule
+from scipy import stats
+
+from spectree.analysis.claims import Evidence, claim, enough_units, interval_rule, prompts_reading
 from spectree.core.manifest import beside, digest, reuse_or_rebuild
 from spectree.core.drafting import TOP_M
 from spectree.core.paths import artifact_path
@@ -160,57 +167,88 @@ def surface_gap(surf: pd.DataFrame, fixed: str, a: float, b: float, p_range: tup
     return float(rows[rows.value == a].confidence.mean() - rows[rows.value == b].confidence.mean())
 
 
-def _mesh_points(surf: pd.DataFrame, fixed: str, value: float, p_range: tuple[float, float]) -> int:
-    """Mesh points of one fixed-feature surface with P in p_range (the n a surface gap averages)."""
-    return int(((surf.fixed == fixed) & (surf.value == value) & surf.P.between(*p_range)).sum())
-
-
 # --- verdicts -------------------------------------------------------------------------------------------
 
-def surface_claims(pdep: pd.DataFrame, surf: pd.DataFrame, tolerance: float = 0.01, low_p: float = 0.2,
-                   high_p: float = 0.8, points: Optional[int] = None) -> list[dict]:
-    """The paper's readings of Fig. 9/10 against this classifier, each a confidence difference judged by
-    `claims.tolerance_rule` (holds above +tolerance, does not hold below −tolerance):
+READINGS = ("p_dominance", "h_gain", "d_gap_low", "d_flattening")  # one number per classifier, one per claim
 
-    - P dominates: P's partial-dependence range minus the larger of H's and d's (n: the random points averaged,
-      `points`, else the partial-dependence grid values);
-    - high H helps at low P: F(H=6) − F(H=1) over the fixed-H meshes with P ≤ low_p (n: mesh points);
+
+def surface_readings(model: C2TClassifier, points: pd.DataFrame, grid: int = 100, low_p: float = 0.2,
+                     high_p: float = 0.8) -> dict[str, float]:
+    """The paper's readings of Fig. 9/10 on one classifier, each a confidence difference: P's partial-dependence
+    range minus the larger of H's and d's over `points` (`p_dominance`); F(H=6) − F(H=1) over the fixed-H meshes
+    with P ≤ low_p (`h_gain`); F(d=0) − F(d=7) over the fixed-d meshes with P ≤ low_p (`d_gap_low`, Alg. 1's d) and
+    with P ≥ high_p (`d_gap_high`); |d_gap_low| − |d_gap_high| (`d_flattening`); and the three ranges."""
+    r = pd_ranges(partial_dependence(model, points))
+    surf = surface_table(model, grid)
+    (h_lo, *_, h_hi), (d_lo, *_, d_hi) = sorted(FIXED["H"]), sorted(FIXED["d"])
+    d_low = surface_gap(surf, "d", d_lo, d_hi, (0.0, low_p))
+    d_high = surface_gap(surf, "d", d_lo, d_hi, (high_p, 1.0))
+    return {"p_dominance": r["P"] - max(r["H"], r["d"]), "h_gain": surface_gap(surf, "H", h_hi, h_lo, (0.0, low_p)),
+            "d_gap_low": d_low, "d_gap_high": d_high, "d_flattening": abs(d_low) - abs(d_high),
+            **{f"range_{f}": v for f, v in r.items()}}
+
+
+def seeds_rule(values, tolerance: float, what: str, level: float = 0.95) -> Evidence:
+    """A reading of classifiers trained with different seeds (one value each) against zero: the `level` t interval
+    of its mean over the seeds (scipy ttest_1samp), widened by ± `tolerance` (a difference that small is no
+    effect): holds when the widened interval lies above 0, does not hold when below, else inconclusive; n = seeds
+    (one seed: the value ± tolerance, inconclusive under MIN_UNITS anyway)."""
+    x = np.asarray(values, dtype=float)
+    est = float(x.mean()) if len(x) else math.nan
+    if len(x) >= 2 and np.ptp(x) > 0:
+        lo, hi = stats.ttest_1samp(x, 0.0).confidence_interval(level)
+    else:
+        lo = hi = est
+    return interval_rule(est, lo - tolerance, hi + tolerance, 0.0, len(x), what, strict=True, unit="training seeds",
+                         method=f"{level:.0%} t interval over training seeds, widened by ±{tolerance:g},")
+
+
+def _spread(values) -> str:
+    x = np.asarray(values, dtype=float)
+    return f"{x.mean():+.3f} (seeds {x.min():+.3f} to {x.max():+.3f})" if len(x) > 1 else f"{x.mean():+.3f}"
+
+
+def surface_claims(readings: pd.DataFrame, tolerance: float = 0.01, low_p: float = 0.2, high_p: float = 0.8,
+                   shipped: Optional[dict] = None) -> list[dict]:
+    """The paper's readings of Fig. 9/10 (`surface_readings`) over classifiers trained with different seeds, one
+    row of `readings` each (n = training seeds), each judged by `seeds_rule`; `shipped`: the same readings of
+    the classifier the notebooks use, printed beside (it is one unit of another training set, not counted):
+
+    - P dominates: P's partial-dependence range minus the larger of H's and d's;
+    - high H helps at low P: F(H=6) − F(H=1) over the fixed-H meshes with P ≤ low_p;
     - shallow helps at low P: F(d=0) − F(d=7) over the fixed-d meshes with P ≤ low_p (Alg. 1's d);
     - depth matters less at high P: that gap's size at P ≤ low_p minus its size at P ≥ high_p.
     """
-    r = pd_ranges(pdep)
-    h_lo, h_hi = min(FIXED["H"]), max(FIXED["H"])
-    d_lo, d_hi = min(FIXED["d"]), max(FIXED["d"])
-    low, high = (0.0, low_p), (high_p, 1.0)
-    h_gain = surface_gap(surf, "H", h_hi, h_lo, low)
-    d_low, d_high = surface_gap(surf, "d", d_lo, d_hi, low), surface_gap(surf, "d", d_lo, d_hi, high)
-    ranges = ", ".join(f"{f} {v:.3f}" for f, v in r.items())
-    n_pd = points or int(len(pdep))
-    n_h, n_d = _mesh_points(surf, "H", h_hi, low), _mesh_points(surf, "d", d_lo, low)
-    n_dd = min(n_d, _mesh_points(surf, "d", d_lo, high))
-    unit = "mesh points per surface"
+    (h_lo, *_, h_hi), (d_lo, *_, d_hi) = sorted(FIXED["H"]), sorted(FIXED["d"])
+    beside = (lambda key: f"; the shipped classifier {shipped[key]:+.3f}") if shipped else (lambda key: "")
+    ranges = ", ".join(f"{f} {readings[f'range_{f}'].mean():.3f}" for f in RANGES)
+    rule = {key: seeds_rule(readings[key], tolerance, what) for key, what in (
+        ("p_dominance", "P's partial-dependence range − the larger of H's and d's"),
+        ("h_gain", f"F(H={h_hi:g}) − F(H={h_lo:g}) at P ≤ {low_p:g}"),
+        ("d_gap_low", f"F(d={d_lo:g}) − F(d={d_hi:g}) at P ≤ {low_p:g}"),
+        ("d_flattening", f"|depth gap| at P ≤ {low_p:g} − |depth gap| at P ≥ {high_p:g}"))}
+    n = len(readings)
+    seeds = {key: {"more prompts": prompts_reading(enough_units(ev), "training seeds")} for key, ev in rule.items()}
     return [
         claim("joint probability P dominates the classifier (C2T Fig. 9/10)",
               "P has the greatest impact; the fixed-P surfaces are widely spaced",
-              f"partial-dependence range of the confidence: {ranges}",
-              tolerance_rule(r["P"] - max(r["H"], r["d"]), tolerance, n_pd,
-                             "P's partial-dependence range − the larger of H's and d's",
-                             "random points" if points else "partial-dependence values")),
+              f"P's partial-dependence range − the larger of H's and d's: {_spread(readings.p_dominance)} over {n} "
+              f"training seeds (mean ranges {ranges}){beside('p_dominance')}", rule["p_dominance"],
+              readings=seeds["p_dominance"]),
         claim("high entropy raises confidence at low P (C2T Fig. 10, fixed H)",
               "at low P the high-entropy surface lies above the low-entropy ones",
-              f"F(H={h_hi:g}) − F(H={h_lo:g}) = {h_gain:+.3f} (mean over P ≤ {low_p:g}, d ∈ [0, 10], Alg. 1's d)",
-              tolerance_rule(h_gain, tolerance, n_h, f"F(H={h_hi:g}) − F(H={h_lo:g}) at P ≤ {low_p:g}", unit)),
+              f"F(H={h_hi:g}) − F(H={h_lo:g}) = {_spread(readings.h_gain)} over {n} training seeds (mean over "
+              f"P ≤ {low_p:g}, d ∈ [0, 10], Alg. 1's d){beside('h_gain')}", rule["h_gain"], readings=seeds["h_gain"]),
         claim("shallower depth raises confidence at low P (C2T Fig. 10, fixed d)",
               "at low P the surfaces diverge, shallower depths higher",
-              f"F(d={d_lo:g}) − F(d={d_hi:g}) = {d_low:+.3f} (mean over P ≤ {low_p:g}, H ∈ [0, {RANGES['H'][1]:.2f}]; "
-              "Alg. 1's d, first drafted layer 0)",
-              tolerance_rule(d_low, tolerance, n_d, f"F(d={d_lo:g}) − F(d={d_hi:g}) at P ≤ {low_p:g}", unit)),
+              f"F(d={d_lo:g}) − F(d={d_hi:g}) = {_spread(readings.d_gap_low)} over {n} training seeds (mean over "
+              f"P ≤ {low_p:g}, H ∈ [0, {RANGES['H'][1]:.2f}]; Alg. 1's d, first drafted layer 0){beside('d_gap_low')}",
+              rule["d_gap_low"], readings=seeds["d_gap_low"]),
         claim("depth matters little at high P (C2T Fig. 10, fixed d)",
               "the fixed-d surfaces coincide and flatten at high P",
-              f"|F(d={d_lo:g}) − F(d={d_hi:g})|: {abs(d_low):.3f} at P ≤ {low_p:g}, "
-              f"{abs(d_high):.3f} at P ≥ {high_p:g}",
-              tolerance_rule(abs(d_low) - abs(d_high), tolerance, n_dd,
-                             f"|depth gap| at P ≤ {low_p:g} − |depth gap| at P ≥ {high_p:g}", unit)),
+              f"|F(d={d_lo:g}) − F(d={d_hi:g})| at P ≤ {low_p:g} − at P ≥ {high_p:g}: "
+              f"{_spread(readings.d_flattening)} over {n} training seeds{beside('d_flattening')}",
+              rule["d_flattening"], readings=seeds["d_flattening"]),
     ]
 
 
@@ -241,32 +279,14 @@ def hand_set_classifier(w_p: float, w_h: float, w_d: float, bias: float = 0.0,
 
 def get_classifier(name: str, log_cfg, prompts: str, cfg: ClassifierTraining = ClassifierTraining()
                    ) -> tuple[C2TClassifier, dict]:
-    """data/c2t/<name> when it exists; otherwise a classifier trained on the logbook of `prompts` under
-    `log_cfg` (a `LogConfig`), cached under `trained_name` — logging first only if that logbook is not on disk
-    yet. Returns the model and where it came from. The cached classifier's manifest records the logbook's
-    manifest and the training settings; it is an internal cache keyed by that content, so one trained on
-    anything else is trained again (seconds), not refused."""
-    from spectree.prompts import parse_prompt_spec
-    from spectree.replay.logbook import logbook_dir, logbook_manifest, logbook_tag, notebook_logbook
-
+    """data/c2t/<name> when it exists (and was made for `log_cfg.pair`); otherwise a classifier trained on the
+    logbook of `prompts` under `log_cfg` (a `LogConfig`; `trained_classifier`). Returns the model and where it came
+    from."""
     path, source = classifier_path(name), "shipped"
     other = made_for_another_pair(path, log_cfg.pair)
     if not path.exists() or other:
-        parsed = parse_prompt_spec(prompts)
-        logdir = logbook_dir(log_cfg, logbook_tag(prompts))
-        path = classifier_path(trained_name(logdir, cfg))
         why = f"{name} was trained for {other}, not {log_cfg.pair}" if other else f"{name} is missing"
-        source = f"trained earlier on {logdir.name} ({why})"
-
-        def build() -> Path:
-            nonlocal source
-            notebook_logbook(prompts, log_cfg)  # resumable; logged again if made from anything else
-            source = f"trained now on {logdir.name} ({why})"
-            return train_on_logbook(logdir, cfg, pair=log_cfg.pair)[0]
-
-        wanted = {"logbook": logbook_manifest(parsed, log_cfg), "training": asdict(cfg),
-                  "train_fraction": TRAIN_FRACTION}
-        reuse_or_rebuild(beside(path), wanted, lambda: path if path.exists() else None, build)
+        path, source = trained_classifier(log_cfg, prompts, cfg, why)
     card_path = path.with_suffix(".json")
     card = json.loads(card_path.read_text()) if card_path.exists() else {}
     history = training_history(path.stem)
@@ -278,6 +298,50 @@ def get_classifier(name: str, log_cfg, prompts: str, cfg: ClassifierTraining = C
         "chosen_recall": None if chosen is None else round(float(chosen.recall), 4),
         "chosen_positive_rate": None if chosen is None else round(float(chosen.positive_rate), 6),
         "stopped": card.get("stopped")}
+
+
+def trained_classifier(log_cfg, prompts: str, cfg: ClassifierTraining = ClassifierTraining(), why: str = ""
+                       ) -> tuple[Path, str]:
+    """(path, where it came from): C2T's classifier trained by `cfg` on the logbook of `prompts` under `log_cfg`
+    (`train_on_logbook`), cached under `trained_name` — logging first only if that logbook is not on disk yet. Its
+    manifest records the logbook's manifest and the training settings; it is an internal cache keyed by that
+    content, so one trained on anything else is trained again (seconds), not refused."""
+    from spectree.prompts import parse_prompt_spec
+    from spectree.replay.logbook import logbook_dir, logbook_manifest, logbook_tag, notebook_logbook
+
+    parsed = parse_prompt_spec(prompts)
+    logdir = logbook_dir(log_cfg, logbook_tag(prompts))
+    path = classifier_path(trained_name(logdir, cfg))
+    note = f" ({why})" if why else ""
+    source = f"trained earlier on {logdir.name}{note}"
+
+    def build() -> Path:
+        nonlocal source
+        notebook_logbook(prompts, log_cfg)  # resumable; logged again if made from anything else
+        source = f"trained now on {logdir.name}{note}"
+        return train_on_logbook(logdir, cfg, pair=log_cfg.pair)[0]
+
+    wanted = {"logbook": logbook_manifest(parsed, log_cfg), "training": asdict(cfg), "train_fraction": TRAIN_FRACTION}
+    reuse_or_rebuild(beside(path), wanted, lambda: path if path.exists() else None, build)
+    return path, source
+
+
+def seed_readings(log_cfg, prompts: str, seeds: Sequence[int], points: pd.DataFrame,
+                  cfg: ClassifierTraining = ClassifierTraining(), grid: int = 100) -> pd.DataFrame:
+    """The claims' units: one classifier per seed, trained by C2T's recipe (`cfg` with that seed: initial weights,
+    the negatives drawn each epoch) on the same trees (`trained_classifier`: the logbook's first half of prompts;
+    the rest picks the epoch), and its `surface_readings` over `points` and a grid×grid mesh. One row per seed,
+    with the epoch kept and its held-out recall."""
+    rows = []
+    for seed in seeds:
+        path, _ = trained_classifier(log_cfg, prompts, replace(cfg, seed=int(seed)))
+        history = training_history(path.stem)
+        chosen = history[history.chosen] if len(history) else history
+        rows.append({"seed": int(seed), "classifier": path.stem,
+                     "epoch": int(chosen.epoch.iloc[0]) if len(chosen) else None,
+                     "recall": float(chosen.recall.iloc[0]) if len(chosen) else math.nan,
+                     **surface_readings(load_classifier(path), points, grid)})
+    return pd.DataFrame(rows)
 
 
 def training_history(name: str) -> pd.DataFrame:

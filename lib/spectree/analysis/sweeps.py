@@ -20,9 +20,10 @@ from spectree.core.paths import artifact_path
 from spectree.core.policy import Policy, spec_fields
 from spectree.replay.forest import Forest
 from spectree.replay.logbook import LoggedPrompt
-from spectree.replay.replay import as_forest, replay, summarize
-from spectree.strategies import (C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching,
-                                 Kary, NaiveWidth, Sequences, Sequoia)
+from spectree.replay.logtree import budget_policies, sequoia_p
+from spectree.replay.replay import as_forest, grow_forest, replay, summarize, visited_steps
+from spectree.strategies import (C2T, CAPE, PCT, VCT, Chain, DySpec, Eagle2, EntropyBranching, Kary, NaiveWidth,
+                                 Sequences, Sequoia)
 from spectree.strategies.c2t import ClassifierTraining, fit_and_save
 
 Logbook = list[LoggedPrompt]
@@ -87,7 +88,8 @@ def sweep(logbook: Logbook, policies: Policies, desc: str = "replay sweep",
           own: Optional[Mapping[str, Logbook]] = None) -> pd.DataFrame:
     """One row per policy and scope (dataset "all", then each dataset when there are several; unreplayable
     policies one row of NaN and the reason); a policy listed in several groups is scored once. `own` maps a policy
-    name to the logbook its settings are scored on instead, of the same prompts (C2T's: `logbook.c2t_logbook`)."""
+    name, or "group:name" for that group's alone, to the logbook its settings are scored on instead, of the same
+    prompts (C2T's: `logbook.c2t_logbook`; DySpec's: `logbook.dyspec_logbook`)."""
     groups = policies if isinstance(policies, Mapping) else {"": list(policies)}
     jobs = [(group, policy) for group, listed in groups.items() for policy in listed]
     own, keys = own or {}, [lp.prompt.key for lp in logbook]
@@ -97,9 +99,10 @@ def sweep(logbook: Logbook, policies: Policies, desc: str = "replay sweep",
     forest, done, rows = Forest.of(logbook), {}, []
     forests = {name: Forest.of(book) for name, book in own.items()}
     for group, policy in tqdm(jobs, desc=desc, unit="policy"):
-        if policy.spec not in done:
-            done[policy.spec] = score(forests.get(policy.name, forest), policy)
-        result = dict(done[policy.spec])
+        book = next((k for k in (f"{group}:{policy.name}", policy.name) if k in forests), "")  # "": the shared one
+        if (book, policy.spec) not in done:
+            done[book, policy.spec] = score(forests.get(book, forest), policy)
+        result = dict(done[book, policy.spec])
         by_dataset = result.pop("by_dataset", {})
         rows.append({"group": group, "dataset": "all", **result})
         rows += [{"group": group, **result, "dataset": d, **numbers} for d, numbers in by_dataset.items()]
@@ -149,35 +152,75 @@ def chain_sweep(d_max: int = 10, lengths: Optional[Sequence[int]] = None, classi
 
 
 EDD_EAGLE2 = (10, 6, 50)  # EAGLE-2 as EDD ran it: 10 per expansion, depth 6, "total number of draft tokens" 50 (EDD l.1370: EAGLE-2's total_token, the root counted)
+PCT_RATIO_PAPER = round(1.1 / 29.8, 3)  # EDD's s_d/s_t, its 7B pair (EDD l.1388: 1.1 ms / 29.8 ms): 0.037
 
 
-def edd_table2_sweep(K: int = 10, d_max: int = 6, N: int = 50, pct_ratio: float = 0.1, pct_depth: int = 10,
-                     Ns: Sequence[int] = ()) -> list[Policy]:
+def edd_table2_sweep(K: int = 10, d_max: int = 6, N: int = 50, pct_ratio: float = PCT_RATIO_PAPER,
+                     pct_depth: int = 10, Ns: Sequence[int] = (), pct_ratio_machine: Optional[float] = None
+                     ) -> list[Policy]:
     """EDD Table 2 as EDD ran it: VCT (width 3, depth 5), CAPE (depth 5), EAGLE-2 (10 per expansion, depth 6, N
-    draft tokens: 50), PCT (width 5, depth 10); K and d_max only cap them to the logbook. EAGLE-2 at the other
-    sizes `Ns` gives its τ(N) curve, on which PCT's τ is matched (Table 2 compares α at equal τ)."""
+    draft tokens: 50), PCT (width 5, depth 10) at s_d/s_t `pct_ratio` (the paper's); K and d_max only cap them to the
+    logbook. EAGLE-2 at the other sizes `Ns` gives its τ(N) curve, on which PCT's τ is matched (Table 2 compares α at
+    equal τ). With `pct_ratio_machine`, PCT at that s_d/s_t too: a second, labelled reading."""
     eagle2 = [Eagle2(K=min(10, K), d_max=min(6, d_max), N=n) for n in sorted({*Ns, N})]
-    return [VCT(w=3, d=5), CAPE(d=5), *eagle2, PCT(ratio=pct_ratio, k=min(5, K), d_max=pct_depth)]
+    ratios = dict.fromkeys([pct_ratio] + ([pct_ratio_machine] if pct_ratio_machine else []))
+    return [VCT(w=3, d=5), CAPE(d=5), *eagle2, *(PCT(ratio=r, k=min(5, K), d_max=pct_depth) for r in ratios)]
 
 
-def width_sweep(widths: Sequence[int], d: int = 3, pct_ratio: float = 0.1, pct_depth: int = 10) -> list[Policy]:
-    """Expansion width: full b-ary trees of depth d, and PCT's width k (EDD Fig. 6)."""
+def width_sweep(widths: Sequence[int], d: int = 3, pct_ratio: float = PCT_RATIO_PAPER,
+                pct_depth: int = 10) -> list[Policy]:
+    """Expansion width: full b-ary trees of depth d, and PCT's width k at s_d/s_t `pct_ratio` (EDD Fig. 6)."""
     return [Kary(b=b, d=d) for b in widths] + [PCT(ratio=pct_ratio, k=b, d_max=pct_depth) for b in widths]
 
 
-def budget_sweep(budgets: Sequence[int], K: int = 8, d_max: int = 11,
-                 acceptance: Optional[Sequence[float]] = None) -> list[Policy]:
-    """DySpec budget m (and its threshold tree at t = 1/m, DySpec §4.4) against static trees of m draft tokens:
-    SpecInfer-style sequences (k·d = m) and, given an acceptance vector (`strategies.sequoia.acceptance_vector`),
-    Sequoia's tree."""
+DYSPEC_CAP = 8  # children per node of live drafting's DySpec (the capped reading; DySpec's Alg. 1 has no cap)
+
+
+def budget_sweep(budgets: Sequence[int], K: int = DYSPEC_CAP, d_max: int = 11,
+                 acceptance: Optional[Sequence[float]] = None, dyspec_d_max: Optional[int] = None) -> list[Policy]:
+    """DySpec at budget m (Alg. 1 uncapped, K = m, and capped at K children a node; its threshold tree at t = 1/m,
+    DySpec §4.4: `logtree.budget_policies`, what a DySpec logbook logs, to depth `dyspec_d_max`, d_max by default)
+    against static trees of m draft tokens: SpecInfer-style sequences (k·d = m, k ≤ K, d ≤ d_max) and, given an
+    acceptance vector (`strategies.sequoia.acceptance_vector`), Sequoia's tree."""
     out: list[Policy] = []
     for m in budgets:
-        out += [DySpec(m=m, K=K, d_max=d_max), DySpecThreshold(t=round(1 / m, 4), K=K, d_max=d_max)]  # t ≈ 1/n
+        out += budget_policies([m], K, dyspec_d_max or d_max)
         ds = [d for d in range(1, min(d_max, m // 2) + 1) if m % d == 0 and m // d <= K]  # k = m / d ≥ 2
         d = min([d for d in ds if d * d >= m] or ds[-1:] or [0])  # the squarest shape, deeper than wide
         out += [Sequences(k=m // d, d=d)] if d else []
-        out += [Sequoia(n=m, p="/".join(f"{p:.4g}" for p in acceptance))] if acceptance else []
+        out += [Sequoia(n=m, p=sequoia_p(acceptance))] if acceptance else []
     return out
+
+
+def dyspec_caps(logbook: Union[Logbook, Forest], budgets: Sequence[int], cap: int = DYSPEC_CAP,
+                d_max: Optional[int] = None) -> pd.DataFrame:
+    """How often the caps of a capped DySpec would bind, per budget m: over the trees uncapped Alg. 1 (K = m, at
+    depth d_max: the logbook's) grows at the positions its replay visits, the share that put more than `cap`
+    children under some node (`cap_binds`: a K = cap tree cannot be the same), the mean children of the root, the
+    most under one node, and the share that reach d_max (`reaches_d_max`: the depth cap may bind). A budget the
+    logbook cannot replay is a row with its reason."""
+    forest = as_forest(logbook)
+    d_max = d_max or min(lp.d_max for lp in forest.logbook)
+    parents, depth, rows = forest.cols["parents"], forest.cols["depth"], []
+    for m in budgets:
+        try:
+            growth = grow_forest(forest, DySpec(m=m, K=m, d_max=d_max))
+        except SpectreeError as err:
+            rows.append({"m": m, "cap": cap, "d_max": d_max, "replayable": False, "reason": str(err)})
+            continue
+        visited = visited_steps(forest, growth).tree.to_numpy()  # [steps] the trees decoding meets
+        kept = growth.kept
+        kids = np.bincount(parents[kept & (parents >= 0)], minlength=len(forest))  # [N] kept children per node
+        widest, deepest = np.zeros(forest.n_trees, np.int64), np.zeros(forest.n_trees, np.int64)
+        np.maximum.at(widest, forest.tree, kids)
+        np.maximum.at(deepest, forest.tree[kept], depth[kept])
+        roots = np.flatnonzero(parents < 0)  # a tree's root row, tree by tree
+        rows.append({"m": m, "cap": cap, "d_max": d_max, "replayable": True, "reason": "", "trees": len(visited),
+                     "cap_binds": float(np.mean(widest[visited] > cap)),
+                     "root_children": float(np.mean(kids[roots][visited])),
+                     "max_children": int(widest[visited].max(initial=0)),
+                     "reaches_d_max": float(np.mean(deepest[visited] >= d_max))})
+    return pd.DataFrame(rows)
 
 
 def gunjur_sweep(d: int = 4, deep: int = 8, cutoff: float = 2.5) -> list[Policy]:
@@ -191,16 +234,21 @@ def gunjur_sweep(d: int = 4, deep: int = 8, cutoff: float = 2.5) -> list[Policy]
 def standard_sweeps(K: int = 10, d_max: int = 11, depth: int = 6, Ns: Sequence[int] = (10, 20, 40, 60, 80),
                     betas: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8), topks: Sequence[int] = C2T_TOPKS,
                     budgets: Sequence[int] = (8, 16, 32, 64), widths: Sequence[int] = (1, 2, 3, 4, 5),
-                    pct_ratio: float = 0.1, classifier: Optional[str] = None,
-                    acceptance: Optional[Sequence[float]] = None) -> dict[str, list[Policy]]:
+                    pct_ratio: float = PCT_RATIO_PAPER, classifier: Optional[str] = None,
+                    acceptance: Optional[Sequence[float]] = None, pct_ratio_machine: Optional[float] = None,
+                    dyspec_d_max: Optional[int] = None, dyspec_cap: Optional[int] = None) -> dict[str, list[Policy]]:
     """Every standard sweep by group, sized for a logbook with K children per node and depth d_max
-    (`depth` is the EAGLE-2 / C2T tree depth). Without a classifier the C2T policies are left out."""
+    (`depth` is the EAGLE-2 / C2T tree depth). Without a classifier the C2T policies are left out. PCT runs at
+    s_d/s_t `pct_ratio` (the paper's by default), and at `pct_ratio_machine` too in EDD Table 2 when given; DySpec's
+    uncapped settings (K = m) replay only on a DySpec logbook (`replay.logbook.dyspec_logbook`, to `dyspec_d_max`,
+    with its cap `dyspec_cap`; without one, the capped DySpec offers at most this logbook's K)."""
     c2t = c2t_sweep(betas, topks, K, depth, classifier) if classifier else []
     return {"c2t_fig4": eagle2_sweep(Ns, K, depth) + c2t,
             "chain_table3": chain_sweep(min(10, d_max), classifier=classifier, betas=betas),
-            "edd_table2": edd_table2_sweep(K, depth, pct_ratio=pct_ratio, pct_depth=min(10, d_max), Ns=Ns),
+            "edd_table2": edd_table2_sweep(K, depth, pct_ratio=pct_ratio, pct_depth=min(10, d_max), Ns=Ns,
+                                           pct_ratio_machine=pct_ratio_machine),
             "widths": width_sweep(widths, min(3, d_max), pct_ratio, min(10, d_max)),
-            "budgets": budget_sweep(budgets, min(8, K), d_max, acceptance),
+            "budgets": budget_sweep(budgets, dyspec_cap or min(DYSPEC_CAP, K), d_max, acceptance, dyspec_d_max),
             "gunjur": gunjur_sweep(min(4, d_max), d_max)}
 
 
@@ -300,6 +348,12 @@ def tau_gain(how: Callable[[np.ndarray], float] = np.median, min_reached: int = 
     """τ of the method's curve at each reference setting's γ (`tau_at_gamma`) minus that setting's τ,
     aggregated by `how` over the settings whose γ it spans (NaN below min_reached of them)."""
     return lambda a, b: _over_settings(tau_at_gamma(a.tau, a.gamma, b.gamma) - b.tau, how, min_reached)
+
+
+def gamma_own_share(a: Curve, b: Curve) -> float:
+    """The method's (first) setting's γ as a share of the γ the reference's curve needs to reach its τ
+    (`gamma_at_tau`): 'X with Y% of the nodes' read at matched τ; NaN where the reference never reaches that τ."""
+    return float(a.gamma[0] / gamma_at_tau(b.tau, b.gamma, a.tau[0]))
 
 
 def alpha_gain(a: Curve, b: Curve) -> float:

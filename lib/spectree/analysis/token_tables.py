@@ -4,7 +4,8 @@ and target distributions at T along the target's greedy output. Statistics live 
 The shared logbook (`ANALYSIS_TREE`) stores, at every position of the target's greedy output, the top-20
 children of every node on the target's greedy path and of every node of the draft's rank-0 chain, down to depth
 10 (`replay.logtree`'s shape "path"): every draft token a greedy verifier could examine in a tree of K ≤ 20 and
-depth ≤ 10 (ranks 1..20 of C2T Fig. 2 at every depth), the length-10 draft chain of EDD Fig. 3b, and nothing
+depth ≤ 10 (ranks 1..20 of C2T Fig. 2 at every depth: its verdicts read depth 1, the paper's "single forward",
+`stats.at_depth`, with every depth pooled beside), the length-10 draft chain of EDD Fig. 3b, and nothing
 else, so it is cheap to log. Its folder is
 keyed by the config (`LogConfig.key`), so the four notebooks log it once and resume it after interruption.
 `logbook_tokens` turns it into the token table that `spectree.analysis` describes.

@@ -1,23 +1,26 @@
-"""τ of drafts under a draft tree, decoded live and greedily: EDD Table 3's ablations and EDD Fig. 5.
+"""τ of drafts under a draft tree, decoded live and greedily: EDD Table 3's tree ablations.
 
-EDD measures each ablation of Table 3 as EDD + PCT (s3 l.719–753: speedup, α and τ on MT-bench, LLaMA2-Chat 7B)
-and Fig. 5's hidden layers by τ (s3 l.680). Here every (draft, tree policy) pair decodes the prompts greedily with
-`core.decode.speculative_generate`, each prompt's policies from one shared prefill of the target; a row per target
-forward (prompt, τ, γ, tree depth) is pooled as notebook 02 pools replayed trees (`sweeps.totals`: τ, γ, α = Σ τ /
-Σ depth, EDD's "accepted length / maximum depth"), and the per-prompt sums (`sweeps.prompt_sums`) feed the paired
-bootstrap of `sweep_claims.compare`. Greedy decoding is lossless, so every policy commits the same text: τ and γ are
-properties of the draft and the tree, not of the sampled output. Speed is not timed here (notebook 03 times).
+EDD measures each ablation of Table 3 as EDD + PCT (s3 l.719–753: speedup, α and τ on MT-bench, LLaMA2-Chat 7B).
+Here every (draft, tree policy) pair decodes the prompts greedily with `core.decode.speculative_generate`, each
+prompt's policies from one shared prefill of the target; a row per target forward (prompt, τ, γ, tree depth) is
+pooled as notebook 02 pools replayed trees (`sweeps.totals`: τ, γ, α = Σ τ / Σ depth, EDD's "accepted length /
+maximum depth"), and the per-prompt sums (`sweeps.prompt_sums`) feed the paired bootstrap of `sweep_claims.compare`.
+Greedy decoding is lossless, so every policy commits the same text: τ and γ are properties of the draft and the
+tree, not of the sampled output. Speed is not timed here (notebook 03 times). Table 3's draft ablations and Fig. 5's
+hidden layers need drafts this pair does not have: `draft_arms` says so.
 
-The two tree ablations of Table 3, on the full EDD draft:
+The two tree ablations of Table 3, on the shipped EDD draft:
+- **w/o removing leaf nodes**: PCT with `leaf_min = 0`; the paper: τ unchanged, more nodes verified.
 - **w/o expected time gain** (s3 l.719: "the expected time gain is not estimated, and confidence score is directly
-  used to prune the candidate tree"): `OwnConfidencePCT` expands a node while its own confidence c_j ≥ s_d/s_t,
-  instead of its path confidence p_j = ∏ c_i (the acceptance estimate behind the time gain s_d − p_j·s_t, l.395).
-  The paper names neither the threshold nor the confidence's scope; this is our reading (docs/fidelity.md). Its tree
-  holds PCT's, so under greedy verification its τ cannot fall below PCT's: only α (deeper trees) and γ can move.
-- **w/o removing leaf nodes**: PCT with `leaf_min = 0`.
+  used to prune the candidate tree"): the paper names neither the threshold nor the confidence's scope, so its
+  variant cannot be built and the claim is not testable (`TIME_GAIN_UNSAID`). `OwnConfidencePCT`, our reading (a
+  node expands while its own confidence c_j ≥ s_d/s_t instead of its path confidence p_j = ∏ c_i, the acceptance
+  estimate behind the time gain s_d − p_j·s_t, l.395), is decoded as an illustration only: its tree holds PCT's, so
+  under greedy verification its τ cannot fall below PCT's.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any, Optional
 
@@ -25,7 +28,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from spectree.analysis.claims import all_of, claim, unscored
+from spectree.analysis.claims import Evidence, all_of, claim, not_testable, unscored
 from spectree.analysis.sweep_claims import compare
 from spectree.analysis.sweeps import prompt_sums, totals
 from spectree.core.decode import Prefill, speculative_generate
@@ -35,7 +38,7 @@ from spectree.prompts import Prompt, chat_ids
 from spectree.strategies.pct import PCT
 
 STEP_COLUMNS = ["prompt", "dataset", "category", "position", "tau", "gamma", "depth"]  # as `sweeps.STEP_COLUMNS`
-ROW_COLUMNS = ["label", "pair", "spec", "tau", "gamma", "alpha", "depth", "steps", "by_prompt"]
+ROW_COLUMNS = ["label", "pair", "spec", "ratio", "tau", "gamma", "alpha", "depth", "steps", "by_prompt"]
 
 
 class OwnConfidencePCT(PCT):
@@ -88,7 +91,8 @@ def decode_steps(models, prompts: list[Prompt], policies: dict[str, Policy], max
 def tree_row(label: str, pair: str, policy: Policy, steps: pd.DataFrame) -> dict[str, Any]:
     """One table row: pooled τ, γ, α, depth and forwards, and the per-prompt sums the claims resample."""
     out = totals(steps)
-    return {"label": label, "pair": pair, "spec": policy.spec, **{c: out[c] for c in ("tau", "gamma", "alpha", "depth")},
+    return {"label": label, "pair": pair, "spec": policy.spec, "ratio": float(getattr(policy, "ratio", math.nan)),
+            **{c: out[c] for c in ("tau", "gamma", "alpha", "depth")},
             "steps": len(steps), "by_prompt": prompt_sums(steps)}
 
 
@@ -99,8 +103,8 @@ def tree_tau_table(runs: dict[str, tuple[str, Policy]], prompts: list[Prompt], m
     returned {label: reason}. `load`: more arguments of `load_pair`."""
     from spectree.core.workers import map_jobs
 
-    jobs = [(pair, {label: policy for label, (p, policy) in runs.items() if p == pair}, prompts, max_new_tokens, load)
-            for pair in dict.fromkeys(p for p, _ in runs.values())]  # one job per pair (`core.workers`)
+    jobs = [(pair, {label: policy}, prompts, max_new_tokens, load)
+            for label, (pair, policy) in runs.items()]  # one job per run, over processes (`core.workers`)
     rows, skipped = [], {}
     for pair_rows, pair_skipped in map_jobs(_pair_rows, jobs, load.get("device") or "cpu", "tree τ by draft"):
         rows += pair_rows
@@ -123,28 +127,29 @@ def _pair_rows(pair: str, policies: dict[str, Policy], prompts: list[Prompt], ma
     return [tree_row(label, pair, policies[label], s) for label, s in steps.items()], skipped
 
 
-# --- notebook 01: which drafts and trees, and the claims -------------------------------------------------------
+# --- notebook 01: the tree ablations of EDD Table 3 on the shipped EDD, and their claims --------------------------
 
-BASE, SHIPPED, SELF = "EDD+PCT, equal budget", "EDD+PCT, shipped", "EDD+PCT, self data"
+SHIPPED = "EDD+PCT, shipped"
+TIME_GAIN, LEAVES = "w/o expected time gain", "w/o removing leaf nodes"
 
 
-def table3_runs(plan, ratio: float, edd: str = "smollm2-edd") -> dict[str, tuple[str, Policy]]:
-    """{label: (pair, policy)} of notebook 01 (`acceptance.DraftPlan`): under PCT the equal-budget EDD draft (the
-    4th-to-last layer), each draft ablation and each hidden-layer draft; the shipped `edd` under PCT and its two tree
-    ablations; the self-data EDD and VDM trained alike (Table 3's "w/o encoding result" at a larger budget). None
-    unless the plan judges the EDD claims."""
+MACHINE = " (this machine's s_d/s_t)"  # the label suffix of the second reading's rows
+
+
+def table3_runs(plan, ratio: float, edd: str = "smollm2-edd", machine: Optional[float] = None
+                ) -> dict[str, tuple[str, Policy]]:
+    """{label: (pair, policy)} of notebook 01 (`acceptance.DraftPlan`): the shipped `edd` under PCT and under its two
+    tree ablations at s_d/s_t `ratio` (the paper's: τ and γ do not depend on the machine), and, with `machine`, PCT
+    and the leaf ablation again at this machine's ratio (labels + MACHINE: the claims' second reading). None unless
+    the plan judges the EDD claims. (Table 3's draft ablations and Fig. 5's hidden layers are judged by
+    `draft_arms`: drafts that cannot carry a verdict are not decoded.)"""
     if not plan.edd_claims:
         return {}
     trees = tree_ablations(ratio)
-    pct, runs = trees.pop("PCT"), {}
-    if plan.ablation_base:
-        runs[BASE] = (plan.ablation_base, pct)
-    runs.update({label: (pair, pct) for label, pair in {**plan.ablations, **plan.hidden_layers}.items()})
-    runs[SHIPPED] = (edd, pct)
-    runs.update({label: (edd, policy) for label, policy in trees.items()})
-    if {"EDD", "VDM"} <= set(plan.equal_budget):
-        runs.update({SELF: (plan.equal_budget["EDD"], pct),
-                     "w/o encoding result, self data": (plan.equal_budget["VDM"], pct)})
+    runs = {SHIPPED: (edd, trees.pop("PCT")), **{label: (edd, policy) for label, policy in trees.items()}}
+    if machine and not math.isclose(machine, ratio):
+        here = tree_ablations(machine)
+        runs.update({SHIPPED + MACHINE: (edd, here["PCT"]), LEAVES + MACHINE: (edd, here[LEAVES])})
     return runs
 
 
@@ -153,9 +158,24 @@ TABLE3 = {  # EDD Table 3 (s3 l.749–753), LLaMA2-Chat 7B, MT-bench: speedup, �
     "w/o encoding result": "2.58x, α 0.55, τ 3.04",
     "w/o KL divergence": "2.86x, α 0.67, τ 3.60",
     "w/o random division length": "2.95x, α 0.69, τ 3.72",
-    "w/o expected time gain": "2.73x, α 0.58, τ 3.45",
-    "w/o removing leaf nodes": "2.95x, α 0.74, τ 3.99",
+    TIME_GAIN: "2.73x, α 0.58, τ 3.45",
+    LEAVES: "2.95x, α 0.74, τ 3.99",
 }
+# why the paper's "w/o expected time gain" cannot be built: what it says, and what our reading would decide
+TIME_GAIN_UNSAID = ("not testable: the paper's variant is not defined enough to build — \"the expected time gain is "
+                    "not estimated, and confidence score is directly used to prune the candidate tree\" (EDD §4.3.2, "
+                    "l.719) names neither the threshold nor the confidence's scope (a token's own or its path's). Our "
+                    "reading (a node expands while its own confidence c_j ≥ s_d/s_t, `OwnConfidencePCT`) grows a "
+                    "superset of PCT's tree, so under greedy verification its τ can never fall below PCT's: a verdict "
+                    "by construction, not the paper's (which lowers τ 3.99 → 3.45, so it is no superset)")
+
+
+def table3_paper(label: str) -> str:
+    """The paper column of a Table 3 row: its numbers against EDD + PCT's; a label names its row before any comma
+    ("w/o encoding result, self data")."""
+    row = label.split(",")[0]
+    return (f"{TABLE3[row]} against EDD+PCT {TABLE3['EDD+PCT']} (Table 3, LLaMA2-Chat 7B, MT-bench)"
+            if row in TABLE3 else "—")
 
 
 def _row(table: pd.DataFrame, label: str) -> Optional[pd.Series]:
@@ -166,64 +186,42 @@ def _text(a: pd.Series, b: pd.Series) -> str:
     return f"τ {a.tau:.3f} vs {b.tau:.3f}, α {a.alpha:.3f} vs {b.alpha:.3f}, γ {a.gamma:.2f} vs {b.gamma:.2f}"
 
 
-def ablation_claims(table: pd.DataFrame, base: str, labels: list[str]) -> list[dict[str, Any]]:
-    """EDD Table 3: each ablation row lowers the τ of row `base` (EDD + PCT), by a paired bootstrap over prompts of
-    the pooled τ difference; "w/o expected time gain" lowers α and τ (the paper's words, l.811); the leaf-removal
-    ablation instead verifies more nodes per forward (γ) at a τ within 2% (the paper: τ unchanged, speed lower). A label names its Table 3 row before any comma ("w/o KL divergence,
-    ..."). Missing rows: inconclusive."""
-    out, b = [], _row(table, base)
-    for label in labels:
-        a, row = _row(table, label), label.split(",")[0]
-        paper = (f"{TABLE3[row]} against EDD+PCT {TABLE3['EDD+PCT']} (Table 3, LLaMA2-Chat 7B, MT-bench)"
-                 if row in TABLE3 else "—")
-        leaf, gain = row == "w/o removing leaf nodes", row == "w/o expected time gain"
-        what = "verifies more nodes at the same τ" if leaf else "lowers EDD + PCT α and τ" if gain else \
-            "lowers EDD + PCT τ"
-        name = f"'{label}' {what} (EDD Table 3)"
-        if a is None or b is None:
-            out.append(claim(name, paper, "not scored", unscored(f"{label} or {base} not scored")))
-        elif gain:  # "significantly reduces both the average acceptance rate and the average acceptance length" l.811
-            ev = all_of([compare(a, b, "alpha", 0.0, "α(ablation) − α(EDD + PCT)", above=False),
-                         compare(a, b, "tau", 0.0, "τ(ablation) − τ(EDD + PCT)", above=False)])
-            out.append(claim(name, paper, _text(a, b), ev))
-        elif leaf:
-            ev = all_of([compare(a, b, "gamma", 0.0, "γ(ablation) − γ(EDD + PCT)"),
-                         compare(a, b, "tau", 1.02, "τ(ablation) / τ(EDD + PCT)", quotient=True, above=False,
-                                 strict=False)])
-            out.append(claim(name, paper, _text(a, b), ev, goal="γ higher, τ within +2% (ours: the paper reads the "
-                                                                  "cost as speed)"))
-        else:
-            out.append(claim(name, paper, _text(a, b), compare(a, b, "tau", 0.0, "τ(ablation) − τ(EDD + PCT)",
-                                                               above=False)))
+def ablation_claims(table: pd.DataFrame, base: str = SHIPPED) -> list[dict[str, Any]]:
+    """EDD Table 3's tree ablations against row `base` (EDD + PCT on the shipped draft):
+    - "w/o removing leaf nodes" verifies more nodes per forward (γ) at a τ within 2% (the paper: τ unchanged, speed
+      lower, l.811), each by a paired bootstrap over prompts;
+    - "w/o expected time gain" lowers α and τ (l.811): not testable (`TIME_GAIN_UNSAID`); our reading's numbers
+      stand beside it as an illustration.
+    Missing rows: inconclusive (n = 0)."""
+    b, out = _row(table, base), []
+    a = _row(table, LEAVES)
+    name = f"'{LEAVES}' verifies more nodes at the same τ (EDD Table 3)"
+
+    def leaves(a: pd.Series, b: pd.Series) -> Evidence:
+        return all_of([compare(a, b, "gamma", 0.0, "γ(ablation) − γ(EDD + PCT)"),
+                       compare(a, b, "tau", 1.02, "τ(ablation) / τ(EDD + PCT)", quotient=True, above=False,
+                               strict=False)])
+    if a is None or b is None:
+        out.append(claim(name, table3_paper(LEAVES), "not scored", unscored(f"{LEAVES} or {base} not scored")))
+    else:
+        here_a, here_b = _row(table, LEAVES + MACHINE), _row(table, base + MACHINE)
+        knobs = {} if here_a is None or here_b is None else {"paper's knobs": (
+            f"this machine's s_d/s_t {here_b.ratio:.3f}: {leaves(here_a, here_b).verdict} ({_text(here_a, here_b)})")}
+        out.append(claim(name, table3_paper(LEAVES), f"at s_d/s_t {b.ratio:.3f} (EDD's, l.1388): {_text(a, b)}",
+                         leaves(a, b), goal="γ higher, τ within +2% (ours: the paper reads the cost as speed)",
+                         readings=knobs, knobs=knobs))
+    a = _row(table, TIME_GAIN)
+    ours = ("not decoded" if a is None or b is None else
+            f"illustration, our reading (own confidence ≥ s_d/s_t): {_text(a, b)}")
+    out.append(claim(f"'{TIME_GAIN}' lowers EDD + PCT α and τ (EDD Table 3)", table3_paper(TIME_GAIN), ours,
+                     not_testable(TIME_GAIN_UNSAID)))
     return out
-
-
-def layer_claim(table: pd.DataFrame, best: str, others: list[str]) -> dict[str, Any]:
-    """EDD Fig. 5: the hidden states of row `best` (the 4th-to-last layer) give a higher EDD + PCT τ than those
-    of every row in `others` (the last layer, a shallow one), each by a paired bootstrap over prompts."""
-    b = _row(table, best)
-    rows = [(label, _row(table, label)) for label in others]
-    paper = ("best at the 28th (fourth-to-last) layer; the last layer and shallow intermediate layers give a "
-             "relatively low τ (Fig. 5, LLaMA2-Chat 7B, GSM8K)")
-    name = "EDD reads its best hidden states at the 4th-to-last layer (EDD Fig. 5)"
-    if b is None or not rows or any(r is None for _, r in rows):
-        return claim(name, paper, "not scored", unscored(f"{best} or one of {others} not scored"))
-    ev = all_of([compare(b, r, "tau", 0.0, "τ(4th-to-last) − τ(other layer)") for _, r in rows])
-    return claim(name, paper, f"τ {b.tau:.3f} vs " + ", ".join(f"{label} {r.tau:.3f}" for label, r in rows), ev)
 
 
 def table3_claims(table: pd.DataFrame, plan) -> list[dict[str, Any]]:
-    """Every EDD + PCT claim of notebook 01: the draft ablations against the equal-budget EDD, the tree ablations
-    against the shipped EDD + PCT, "w/o encoding result" on self data, and Fig. 5's layers."""
-    if not plan.edd_claims:
-        return []
-    out = ablation_claims(table, BASE, list(plan.ablations))
-    out += ablation_claims(table, SHIPPED, ["w/o expected time gain", "w/o removing leaf nodes"])
-    if {"EDD", "VDM"} <= set(plan.equal_budget):
-        out += ablation_claims(table, SELF, ["w/o encoding result, self data"])
-    if plan.hidden_layers:
-        out.append(layer_claim(table, BASE, list(plan.hidden_layers)))
-    return out
+    """The tree-ablation claims of notebook 01 (none unless the plan judges the EDD claims); the draft ablations and
+    Fig. 5's layers: `draft_arms.arm_claims`."""
+    return ablation_claims(table) if plan.edd_claims else []
 
 
 def tree_summary(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -232,4 +230,4 @@ def tree_summary(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 __all__ = ["OwnConfidencePCT", "tree_ablations", "decode_steps", "tree_row", "tree_tau_table", "table3_runs",
-           "ablation_claims", "layer_claim", "table3_claims", "tree_summary", "TABLE3"]
+           "table3_paper", "ablation_claims", "table3_claims", "tree_summary", "TABLE3"]

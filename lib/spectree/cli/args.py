@@ -65,15 +65,24 @@ def _device(text: str) -> str:
 def _common(p: argparse.ArgumentParser, prompts: str, max_new: int) -> None:
     p.add_argument("--pair", default="smollm2-layerskip",
                    help="named target/draft pair (built-in or params/pairs.yaml), or TARGET+DRAFT: TARGET a registry "
-                        "name, a model folder or a cached hub id; DRAFT layerskip:N, edd:NAME, vdm:NAME, hf:MODEL, "
+                        "name, a model folder, a GGUF file or a cached hub id; DRAFT layerskip:N, edd:NAME, vdm:NAME, hf:MODEL, "
                         "eagle:FOLDER")
     p.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto",
                    help="precision of the pair (auto: bfloat16 on CUDA, float32 on CPU)")
     p.add_argument("--device", type=_device, default="auto",
                    help="auto (CUDA when present, a large target spread over every GPU), cpu, cuda, cuda:N")
     p.add_argument("--prompts", default=prompts, help="prompt spec, e.g. mtbench:8+humaneval:8")
+    _chat(p)
     p.add_argument("--max-new-tokens", type=_whole(1), default=max_new)
     p.add_argument("--json", type=_output_file, help="also write the results here (atomically)")
+
+
+def _chat(p: argparse.ArgumentParser) -> None:
+    """`--chat` / `--no-chat`: how prompts become token ids (`prompts.chat_mode`)."""
+    p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
+                   help="each prompt as a user turn of the target's chat template (--chat) or as raw text, BOS as the "
+                        "tokenizer adds it (--no-chat); default: the template where the tokenizer has one, else the "
+                        "raw text (a base model), said once")
 
 
 def _train_type(f) -> dict:

@@ -41,10 +41,11 @@ def _placed(args) -> dict:
 
 
 def _calibrated(policies: dict, pair: str, models, cost=None) -> dict:
-    """PCT specs that name no ratio take s_d/s_t from the pair's cost model on this machine (`cost` when given)."""
-    from spectree.speed.costmodel import calibrate, pair_cost_model
+    """PCT specs that name no ratio take this machine's s_d/s_t as EDD measures it (the mean of the forwards PCT
+    construction makes, `costmodel.construction_ratio`, from the pair's cost model: `cost` when given)."""
+    from spectree.speed.costmodel import calibrate, construction_ratio, pair_cost_model
 
-    out = calibrate(policies, lambda: cost or pair_cost_model(pair, models))
+    out = calibrate(policies, lambda: construction_ratio(pair, models, cost or pair_cost_model(pair, models)).ratio)
     for label, policy in out.items():
         if policy is not policies[label]:
             print(f"{label}: measured s_d/s_t → {policy.spec}")
@@ -132,7 +133,8 @@ def cmd_log(args) -> int:
 
     tree_shape = {f.name: getattr(args, f.name) for f in fields(LogConfig) if f.name not in ("pair", "max_new_tokens")}
     cfg = LogConfig(pair=args.pair, max_new_tokens=args.max_new_tokens, **tree_shape)
-    name = check_name(args.name or logbook_tag(args.prompts), "logbook")
+    raw = "-raw" if args.chat is False else ""  # --no-chat: raw-text prompts, logged apart from the template's
+    name = check_name(args.name or logbook_tag(args.prompts) + raw, "logbook")
     prompts = _checked_prompts(args, cfg.d_max)
     out = write_logbook(prompts, cfg, name, **_placed(args))
     print(out)
@@ -260,7 +262,9 @@ def cmd_acceptance(args) -> int:
         held_out = f"{args.prompts}, {args.max_new_tokens} new tokens, target greedy output"
         metrics = {"held_out": held_out, **{k: v for k, v in report.items() if k != "tau_chain"},
                    f"tau_chain{args.depth}": round(report["tau_chain"], 3)}
-        atomic_write_text(card, json.dumps({**json.loads(card.read_text()), "metrics": metrics}, indent=1))
+        from spectree.drafts.provenance import card_json
+
+        atomic_write_text(card, card_json({**json.loads(card.read_text()), "metrics": metrics}))
         print(f"wrote the metrics into {card}")
     return 0
 

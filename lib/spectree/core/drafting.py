@@ -12,6 +12,7 @@ import torch
 from transformers import PreTrainedModel
 
 from spectree.core.errors import SpectreeError, TreeTooLarge
+from spectree.core.families import attention_layout
 from spectree.core.graphs import graph_cache, graphed
 from spectree.core.policy import OPTIONAL_FEATURES, Lazy, NodeTable, Policy, Rows, computed_columns, grow
 from spectree.core.sampling import (
@@ -57,6 +58,7 @@ class CachedLM:
         return getattr(getattr(self.model, "lm_head", None), "kept_ids", None)
 
     def reset(self) -> None:
+        attention_layout(self.model)  # a family the tree path cannot serve: refused here, in one line
         self.cache = graph_cache(self.model, self) if graphed(self.model) else slab_cache(self.model.config)
         self.committed = 0
         self.slots: Optional[np.ndarray] = None  # [n] cache slot of every tree node fed (−1: not fed)

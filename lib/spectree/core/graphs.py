@@ -11,6 +11,8 @@ condition for replaying it. `treeattn.forward_with_mask` hands such a cache its 
 only slot 0 and are never seen: their keys land past the cache's length) and replays that size's graph, captured the
 first time it is needed; a prefill (`last_only`), input embeddings or m > the largest bucket run the same static
 path eagerly. On the CPU nothing is captured: the same padded static path runs eagerly (the dry run's check).
+Sliding-window layers get a full-length slab like the others and their window in their own mask (`core.families`:
+one static mask per layer kind, each query's window from its own position).
 
     with cuda_graphs(target):          # every CachedLM of `target` made inside uses a GraphCache
         speculative_generate(target, draft, ids, policy, 64)
@@ -22,10 +24,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from spectree.core.treeattn import SlabLayer, additive_mask, cache_len, causal_allowed, model_feed
+from spectree.core.families import attention_layout
+from spectree.core.treeattn import SlabLayer, additive_mask, cache_len, causal_allowed, model_feed, record_positions
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)  # padded tree sizes that get a graph each
 GRAPHED = "_spectree_cuda_graphs"  # the model attribute `cuda_graphs` sets
@@ -93,7 +97,7 @@ class Captured:
 
     ids: torch.Tensor  # [1, n] long
     positions: torch.Tensor  # [1, n] long
-    mask: torch.Tensor  # [1, 1, n, C] additive
+    masks: dict  # {layer kind: additive [1, 1, n, C]}
     run: object  # () → model output, on the static inputs
     out: object = None
     graph: Optional[object] = None
@@ -110,8 +114,10 @@ class GraphCache(DynamicCache):
     """The static-slab KV cache of one model, and its captured forwards (see the module's docstring)."""
 
     def __init__(self, model: PreTrainedModel, capacity: int = 512):
+        layout = attention_layout(model)  # a layer kind the tree path cannot serve: refused here, in one line
         super().__init__(config=model.config)
-        self.model = model
+        self.model, self.layout = model, layout
+        self.slot_positions = np.zeros(0, dtype=np.int64)  # each slot's position (`treeattn.record_positions`)
         self.owner = lambda: None  # the CachedLM using it (`graph_cache`)
         self.capture = model.device.type == "cuda"
         self.pool = torch.cuda.graph_pool_handle() if self.capture else None
@@ -119,13 +125,13 @@ class GraphCache(DynamicCache):
 
     def _allocate(self, capacity: int, keep: int = 0) -> None:
         """Slabs of `capacity` slots (the first `keep` copied over from the old ones); captured graphs dropped."""
-        cfg = self.model.config
+        cfg = self.model.config.get_text_config(decoder=True)
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        shape = (1, cfg.num_key_value_heads, capacity, head_dim)
+        shape = (1, getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads, capacity, head_dim)
         old = list(getattr(self, "layers", []))
         self.write_at = torch.zeros((), dtype=torch.long, device=self.model.device)
         make = lambda: torch.zeros(shape, dtype=self.model.dtype, device=self.model.device)  # noqa: E731
-        self.layers = [GraphLayer(make(), make(), self.write_at) for _ in range(cfg.num_hidden_layers)]
+        self.layers = [GraphLayer(make(), make(), self.write_at) for _ in self.layout.kinds]
         for new, was in zip(self.layers, old):
             if keep and isinstance(was, GraphLayer):
                 new.slab_keys[:, :, :keep] = was.slab_keys[:, :, :keep]
@@ -136,6 +142,7 @@ class GraphCache(DynamicCache):
     def empty(self) -> None:
         """No slot in use (the slabs and the captured graphs kept)."""
         self._set_length(0)
+        self.slot_positions = np.zeros(0, dtype=np.int64)
 
     @property
     def capacity(self) -> int:
@@ -145,25 +152,34 @@ class GraphCache(DynamicCache):
         for layer in self.layers:
             layer.keys, layer.values = layer.slab_keys[:, :, :length], layer.slab_values[:, :, :length]
 
-    def _mask(self, allowed: torch.Tensor, n: int) -> torch.Tensor:
-        """bool [m, L + m] → additive [1, 1, n, C]: the real rows as allowed, pad rows seeing slot 0 alone."""
+    def _masks(self, allowed: torch.Tensor, positions: torch.Tensor, key_pos: np.ndarray, n: int) -> dict:
+        """bool [m, L + m] → {layer kind: additive [1, 1, n, C]}: the real rows (at `positions` [m]) as allowed, each
+        kind's window applied from the slots' positions `key_pos` [L + m]; pad rows (position 0) see slot 0 alone."""
         m, width = allowed.shape
         full = torch.zeros(n, self.capacity, dtype=torch.bool)
         full[:m, :width] = allowed
         full[m:, 0] = True
-        return additive_mask(full.to(self.model.device), self.model.dtype)
+        if not self.layout.windowed:
+            return dict.fromkeys(self.layout.windows, additive_mask(full.to(self.model.device), self.model.dtype))
+        query = torch.zeros(n, dtype=torch.long)
+        query[:m] = positions
+        keys = np.zeros(self.capacity, dtype=np.int64)
+        keys[:width] = key_pos[:width]
+        return {kind: additive_mask(a.to(self.model.device), self.model.dtype)
+                for kind, a in self.layout.allowed(full, query, keys).items()}
 
     def _captured(self, n: int, hidden: bool) -> Captured:
         dev = self.model.device
         ids = torch.zeros(1, n, dtype=torch.long, device=dev)
         positions = torch.zeros(1, n, dtype=torch.long, device=dev)
-        mask = torch.zeros(1, 1, n, self.capacity, dtype=self.model.dtype, device=dev)
+        masks = {kind: torch.zeros(1, 1, n, self.capacity, dtype=self.model.dtype, device=dev)
+                 for kind in self.layout.windows}
 
         def run():
-            return self.model(input_ids=ids, position_ids=positions, attention_mask=mask, past_key_values=self,
-                              use_cache=True, output_hidden_states=hidden)
+            return self.model(input_ids=ids, position_ids=positions, attention_mask=self.layout.pack(masks),
+                              past_key_values=self, use_cache=True, output_hidden_states=hidden)
 
-        return Captured(ids, positions, mask, run)
+        return Captured(ids, positions, masks, run)
 
     def _graph(self, c: Captured) -> None:
         """Capture `c.run` (after warm-up runs on a side stream, as torch's CUDA-graph recipe asks)."""
@@ -191,9 +207,11 @@ class GraphCache(DynamicCache):
             self._allocate(max(2 * self.capacity, 1 << (need - 1).bit_length()), keep=start)
         self.write_at.fill_(start)
         dev = self.model.device
+        key_pos = record_positions(self, position_ids)
         if n is None:  # eagerly, on the same static slab
+            masks = self._masks(allowed, position_ids, key_pos, m)
             out = self.model(**model_feed(self.model, inputs), position_ids=position_ids[None].to(dev),
-                             attention_mask=self._mask(allowed, m), past_key_values=self, use_cache=True,
+                             attention_mask=self.layout.pack(masks), past_key_values=self, use_cache=True,
                              output_hidden_states=output_hidden_states, logits_to_keep=1 if last_only else 0)
         else:
             key = (n, output_hidden_states)
@@ -204,7 +222,8 @@ class GraphCache(DynamicCache):
             c.ids[0, :m] = inputs.to(dev)
             c.positions.zero_()
             c.positions[0, :m] = position_ids.to(dev)
-            c.mask.copy_(self._mask(allowed, n))
+            for kind, mask in self._masks(allowed, position_ids, key_pos, n).items():
+                c.masks[kind].copy_(mask)
             if self.capture and c.graph is None:
                 self._graph(c)
             full = c.replay()

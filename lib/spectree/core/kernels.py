@@ -56,13 +56,18 @@ def gqa_sdpa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.
                        is_causal: Optional[bool] = None, **kwargs) -> tuple[torch.Tensor, None]:
     """HF's `sdpa` attention, except that a masked query reads grouped key/value heads in place.
 
-    query: [B, H, q, D]; key, value: [B, H_kv, S, D]; attention_mask: additive [B, 1, q, ≥ S] or None.
-    Returns the attention output [B, q, H, D] as HF's attention functions do.
+    query: [B, H, q, D]; key, value: [B, H_kv, S, D]; attention_mask: additive or bool [B, 1, q, S] or None.
+    Returns the attention output [B, q, H, D] as HF's attention functions do. A mask whose width is not the key
+    length S is refused (HF's own function cuts a wider one to S without a word, which would hide a cache and a
+    mask that disagree, e.g. a sliding-window cache shorter than the mask built for it).
     """
+    if attention_mask is not None and attention_mask.shape[-1] != key.shape[2]:
+        raise SpectreeError(f"an attention mask of width {attention_mask.shape[-1]} for {key.shape[2]} cached keys "
+                            f"(layer {getattr(module, 'layer_idx', '?')}): the mask and the KV cache disagree")
     if attention_mask is None or query.shape[1] == key.shape[1]:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
-    out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask[:, :, :, : key.shape[2]],
-                                         dropout_p=dropout, scale=scaling, enable_gqa=True)  # [B, H, q, D]
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
+                                         scale=scaling, enable_gqa=True)  # [B, H, q, D]
     return out.transpose(1, 2).contiguous(), None
 
 

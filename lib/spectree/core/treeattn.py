@@ -1,8 +1,11 @@
-"""Tree attention on transformers' own Llama modeling: a 4-D additive mask, true position ids and a
-`DynamicCache` holding the committed prefix (no forked modeling files).
+"""Tree attention on transformers' own modeling: a 4-D additive mask (one per layer kind where a model mixes full
+and sliding-window layers, `core.families`), true position ids and a `DynamicCache` holding the committed prefix
+(no forked modeling files).
 
 Cache layout (transformers `DynamicCache`): per layer `keys`/`values` of shape [B=1, H_kv, S, D_head];
-slot s of the cache holds the token fed s-th. `slab_cache` makes those views of preallocated slabs.
+slot s of the cache holds the token fed s-th, sliding-window layers included (their window is in the mask).
+`slab_cache` makes those views of preallocated slabs; `cache.slot_positions` [S] holds each slot's position
+(a committed slot's is its index, a tree node's the position it was fed at), which a window is measured from.
 """
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import numpy as np
 import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
+
+from spectree.core.families import AttentionLayout, attention_layout, layer_kinds
 
 SLAB_MIN = 512  # a slab's first capacity in cache slots; it doubles when full
 
@@ -45,13 +50,46 @@ class SlabLayer(DynamicLayer):
 
 
 def slab_cache(config=None) -> DynamicCache:
-    """A `DynamicCache` for `config` whose full-attention layers are `SlabLayer`s (without a config, every
-    layer, created on its first update)."""
-    cache = DynamicCache(config=config)
-    cache.layers = [SlabLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
-    if cache.layer_class_to_replicate is DynamicLayer:
+    """A `DynamicCache` whose every layer is a full-length `SlabLayer`, sliding-window layers included (their window
+    goes into the mask: `core.families`): one per layer of `config`, a layer kind the tree path cannot serve refused
+    here in one line; without a config, each layer created on its first update."""
+    if config is None:
+        cache = DynamicCache()
         cache.layer_class_to_replicate = SlabLayer
+    else:
+        cache = DynamicCache(config=config)
+        cache.layers = [SlabLayer() for _ in layer_kinds(config)]
+    cache.slot_positions = np.zeros(0, dtype=np.int64)
     return cache
+
+
+def record_positions(cache: DynamicCache, position_ids: torch.Tensor) -> np.ndarray:
+    """Note the positions [m] of m entries about to be appended to `cache`; returns every slot's position [S + m]
+    (a cache that never noted any: slot s at position s)."""
+    known = slot_positions(cache)
+    cache.slot_positions = np.concatenate([known, position_ids.detach().cpu().numpy().astype(np.int64)])
+    return cache.slot_positions
+
+
+def slot_positions(cache: DynamicCache) -> np.ndarray:
+    """The position of each of the cache's S slots [S] (slots appended without a note: their index)."""
+    n = cache_len(cache)
+    known = getattr(cache, "slot_positions", None)
+    if known is None or len(known) < n:
+        return np.concatenate([np.zeros(0, np.int64) if known is None else known,
+                               np.arange(0 if known is None else len(known), n, dtype=np.int64)])
+    return known[:n]
+
+
+def layer_masks(layout: AttentionLayout, allowed: torch.Tensor, position_ids: torch.Tensor, key_pos: np.ndarray,
+                dtype: torch.dtype, device) -> "torch.Tensor | dict[str, torch.Tensor]":
+    """The `attention_mask` a model of `layout` takes for queries at `position_ids` [m] allowed to see `allowed`
+    [m, S] (bool), each layer kind's window applied (`AttentionLayout.allowed`): additive [1, 1, m, S], or
+    {kind: mask} where the model mixes kinds."""
+    if not layout.windowed:  # every layer attends in full: one mask
+        return additive_mask(allowed.to(device), dtype)
+    return layout.pack({kind: additive_mask(a.to(device), dtype)
+                        for kind, a in layout.allowed(allowed, position_ids, key_pos).items()})
 
 
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -80,7 +118,9 @@ def forward_with_mask(model: PreTrainedModel, cache: DynamicCache, inputs: torch
     if own is not None:
         return own(inputs, position_ids, allowed, output_hidden_states, last_only)
     dev = model.device
-    mask = None if allowed is None else additive_mask(allowed.to(dev), model.dtype)
+    layout = attention_layout(model)
+    key_pos = record_positions(cache, position_ids)
+    mask = None if allowed is None else layer_masks(layout, allowed, position_ids, key_pos, model.dtype, dev)
     return model(**model_feed(model, inputs), position_ids=position_ids[None].to(dev), attention_mask=mask,
                  past_key_values=cache, use_cache=True, output_hidden_states=output_hidden_states,
                  logits_to_keep=1 if last_only else 0)
@@ -144,6 +184,9 @@ def keep_slots(cache: DynamicCache, prefix_len: int, slots: torch.Tensor) -> Non
             idx = slots.to(layer.keys.device)
             layer.keys[:, :, prefix_len:prefix_len + k] = layer.keys.index_select(2, idx)
             layer.values[:, :, prefix_len:prefix_len + k] = layer.values.index_select(2, idx)
+        known = slot_positions(cache).copy()
+        known[prefix_len:prefix_len + k] = known[slots.cpu().numpy()]
+        cache.slot_positions = known
     truncate(cache, prefix_len + k)
 
 
@@ -152,3 +195,6 @@ def truncate(cache: DynamicCache, length: int) -> None:
     for layer in cache.layers:
         layer.keys = layer.keys[:, :, :length]
         layer.values = layer.values[:, :, :length]
+    known = getattr(cache, "slot_positions", None)
+    if known is not None:
+        cache.slot_positions = known[:length]

@@ -22,13 +22,16 @@ MAX_WORKERS = 8
 
 
 def worker_count(device: Any = "cpu") -> int:
-    """Processes for untimed work on `device`: $SPECTREE_WORKERS if set (one clear error if it is not a positive
-    whole number), else one per core on a CPU (at most MAX_WORKERS) and one on a GPU."""
+    """Processes for untimed work on `device` (a torch device or its name; None or 'auto': CUDA when present, else
+    the CPU, as the commands place a pair): $SPECTREE_WORKERS if set (one clear error if it is not a positive whole
+    number), else one per core on a CPU (at most MAX_WORKERS) and one on a GPU."""
     asked = os.environ.get(ENV, "")
     if asked:
         if not asked.isdigit() or int(asked) < 1:
             raise SpectreeError(f"{ENV} must be a positive whole number, got {asked!r}")
         return int(asked)
+    if device is None or device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     return min(MAX_WORKERS, os.cpu_count() or 1) if torch.device(device).type == "cpu" else 1
 
 

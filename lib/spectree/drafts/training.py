@@ -353,7 +353,9 @@ def device_name(model) -> str:
 def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str, metrics: dict,
                       out_dir: Optional[Path] = None, device: str = "cpu", precision: str = "fp16") -> Path:
     """Ship the draft layer as safetensors in data/drafts/ (`precision` fp16 or int8 rows, `drafts.storage`) with a
-    JSON card (`device`: where it trained)."""
+    JSON card (`device`: where it trained; `training_prompts`: the ids of the prompts its text came from,
+    `drafts.provenance`)."""
+    from spectree.drafts.provenance import card_json, exported_prompts
     from spectree.drafts.storage import pack
 
     state = torch.load(work / "state.pt", weights_only=True)
@@ -373,8 +375,10 @@ def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str,
     card = {"name": name, "target": target_name, "config": asdict(cfg), "steps": state["step"],
             "tokens": state["step"] * cfg.batch * cfg.seq_len, "wall_s": round(state["wall"], 1),
             "final_loss": state["log"][-1][1] if state["log"] else None, "data": data_description(cfg),
-            "init": state.get("init"), "device": device, "precision": precision, "metrics": metrics, "loss_curve": loss_curve(state["log"])}
-    atomic_write_text(out_dir / f"{name}.json", json.dumps(card, indent=1))
+            "init": state.get("init"), "device": device, "precision": precision, "metrics": metrics,
+            "training_prompts": exported_prompts(cfg, state["step"] * cfg.batch, target_name, state.get("init"), out_dir),
+            "loss_curve": loss_curve(state["log"])}
+    atomic_write_text(out_dir / f"{name}.json", card_json(card))
     return out_dir / f"{name}.safetensors"
 
 

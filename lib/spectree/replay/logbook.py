@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import torch
 from tqdm.auto import tqdm
 
-from spectree.core.decode import greedy_continuation, walk_continuation
+from spectree.core.decode import greedy_continuation, truncate, walk_continuation
 from spectree.core.errors import SpectreeError
 from spectree.core.manifest import digest, file_digest, inside, resume_or_refuse, resume_or_restart
 from spectree.core.paths import artifact_path, atomic_write_bytes, atomic_write_text, cache_dir, check_name
@@ -30,7 +30,7 @@ from spectree.core.sampling import Sampling
 from spectree.core.workers import in_processes, load_models, worker_count
 from spectree.core.tree import NODE_FIELDS, DraftTree, Nodes
 from spectree.prompts import Prompt, chat_ids
-from spectree.replay.logtree import LogTree
+from spectree.replay.logtree import LogTree, budget_policies, sequoia_p, sequoia_union
 from spectree.strategies.c2t import load_classifier
 
 LOG_FORMAT = 4  # 2: the beam grows from the previous beam only (replay.logtree); 3: node sources, prompt ids;
@@ -48,7 +48,10 @@ class LogConfig:
     d_env: int = 4
     c2t: str = ""  # a C2T classifier (data/c2t/<c2t>.safetensors): its tree at c2t_beta is expanded too
     c2t_beta: float = 0.5  # (`replay.logtree`: C2T at any β ≥ c2t_beta then replays)
-    shape: str = "full"  # what is expanded (`replay.logtree`): "full" (every policy replays), "path", "c2t"
+    shape: str = "full"  # what is expanded (`replay.logtree`): "full" (every policy replays), "path", "c2t", "dyspec"
+    dyspec_budgets: tuple = ()  # "dyspec": the budgets m whose DySpec trees are logged (`logtree.budget_policies`)
+    dyspec_cap: int = 8  # "dyspec": the capped DySpec's children per node
+    dyspec_sequoia: tuple = ()  # "dyspec": a positional acceptance vector: Sequoia's trees of the budgets too
 
     def __post_init__(self):
         if not isinstance(self.pair, str):  # a `Pair` value: the config holds (and files record) its name
@@ -63,16 +66,33 @@ class LogConfig:
         if self.shape not in LogTree.SHAPES or (self.shape == "c2t" and not self.c2t):
             raise SpectreeError(f"logbook: shape must be one of {', '.join(LogTree.SHAPES)} ('c2t' with a C2T "
                                 f"classifier), got {self.shape!r}")
+        budgets = self.dyspec_budgets  # a sequence, or one budget / "8,64" as a command line gives it
+        budgets = str(budgets).split(",") if isinstance(budgets, (int, str)) else budgets
+        object.__setattr__(self, "dyspec_budgets", tuple(sorted({int(m) for m in budgets if str(m).strip()})))
+        accept = self.dyspec_sequoia  # a sequence, or "0.5/0.2" as a command line gives it
+        accept = str(accept).split("/") if isinstance(accept, (int, float, str)) else accept
+        object.__setattr__(self, "dyspec_sequoia", tuple(float(p) for p in accept if str(p).strip()))
+        if self.shape == "dyspec" and (not self.dyspec_budgets or min(self.dyspec_budgets) < 1
+                                       or max(self.dyspec_budgets) > self.K):
+            raise SpectreeError(f"logbook: shape 'dyspec' needs budgets m in 1..K (K = {self.K}: uncapped DySpec "
+                                f"offers m children a node), got {list(self.dyspec_budgets)}")
 
     def record(self) -> dict:
-        """The config as files record it: without the C2T envelope's fields when there is none and without the
-        shape when it is "full" (so the logbooks made before them keep their names and manifests)."""
-        out = {k: v for k, v in asdict(self).items() if k != "shape" or v != "full"}
+        """The config as files record it: without the C2T envelope's fields when there is none, without the
+        shape when it is "full" and without DySpec's fields unless the shape is "dyspec" (so the logbooks made
+        before them keep their names and manifests)."""
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()
+               if (k != "shape" or v != "full") and (not k.startswith("dyspec_") or self.shape == "dyspec")}
         return out if self.c2t else {k: v for k, v in out.items() if k not in ("c2t", "c2t_beta")}
 
     def policy(self):
         model = load_classifier(artifact_path("c2t", self.c2t)) if self.c2t else None
-        return LogTree(self.K, self.d_max, self.beam, self.b_env, self.d_env, self.c2t_beta, model, self.shape)
+        dyspec = self.shape == "dyspec"
+        ghosts = tuple(budget_policies(self.dyspec_budgets, self.dyspec_cap, self.d_max)) if dyspec else ()
+        if dyspec and self.dyspec_sequoia:
+            ghosts += (sequoia_union(self.dyspec_budgets, sequoia_p(self.dyspec_sequoia)),)
+        return LogTree(self.K, self.d_max, self.beam, self.b_env, self.d_env, self.c2t_beta, model, self.shape,
+                       ghosts=ghosts)
 
     def key(self) -> str:
         """Names the logbook folder: the config plus the logbook format (bumped when what is logged changes)."""
@@ -122,9 +142,17 @@ def label_tree(tree: DraftTree, continuation: list[int], target_probs: torch.Ten
 
 
 @torch.inference_mode()
-def log_prompt(target, draft, tokenizer, prompt: Prompt, cfg: LogConfig, eos_ids: tuple[int, ...]) -> LoggedPrompt:
+def log_prompt(target, draft, tokenizer, prompt: Prompt, cfg: LogConfig, eos_ids: tuple[int, ...],
+               known: Optional[list[int]] = None) -> LoggedPrompt:
+    """One prompt's logged trees. `known`: the target's greedy continuation of this prompt from another logbook
+    of the pair (`LoggedPrompt.continuation`), reused when it runs at least d_max past max_new_tokens — the same
+    greedy path, without generating it again."""
     ids = chat_ids(tokenizer, prompt.text)
-    cont, n_valid = greedy_continuation(target, ids, cfg.max_new_tokens, cfg.d_max, eos_ids)
+    if known is not None and len(known) >= cfg.max_new_tokens + cfg.d_max:
+        cont = list(known[:cfg.max_new_tokens + cfg.d_max])
+        n_valid = len(truncate(cont, cfg.max_new_tokens, eos_ids))
+    else:
+        cont, n_valid = greedy_continuation(target, ids, cfg.max_new_tokens, cfg.d_max, eos_ids)
     policy, frames = cfg.policy(), []
     for prefix, root_logits, drafter, target_logits in walk_continuation(target, draft, ids, cont, n_valid):
         pos = prefix - len(ids)
@@ -168,13 +196,14 @@ def logbook_dir(cfg: LogConfig, name: str) -> Path:
 
 
 def logbook_tag(prompts: str) -> str:
-    """The logbook name of a prompt spec ("mtbench:8+humaneval:8" → "mtbench8_humaneval8"): `log`'s default
-    --name, and the name under which the notebooks share one logbook (`notebook_logbook`). A prompt file stands
+    """The logbook name of a prompt spec ("mtbench:8+humaneval:8" → "mtbench8_humaneval8"; an offset "mtbench:8@16"
+    → "mtbench8at16"): `log`'s default --name, and the name under which the notebooks share one logbook
+    (`notebook_logbook`). A prompt file stands
     in it by its stem and content (`prompts.prompt_set_identity`: "jsonl:q.jsonl:8" → "jsonl-q-<digest>8"), so an
     edited file gets a logbook of its own."""
     from spectree.prompts import prompt_set_identity
 
-    return "".join(prompt_set_identity(prompts).split()).replace(":", "").replace("+", "_")
+    return "".join(prompt_set_identity(prompts).split()).replace(":", "").replace("+", "_").replace("@", "at")
 
 
 def logbook_manifest(prompts: list[Prompt], cfg: LogConfig, dtype=None, device=None) -> dict:
@@ -214,13 +243,15 @@ def _legacy_manifest(out: Path, wanted: dict) -> Optional[dict]:
 
 
 def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optional[Path] = None,
-                  models=None, rebuild: bool = False, dtype="float32", device: Optional[str] = None) -> Path:
+                  models=None, rebuild: bool = False, dtype="float32", device: Optional[str] = None,
+                  known: Optional[dict[str, list[int]]] = None) -> Path:
     """Log every prompt (skipping those already logged) and return the logbook folder. The pair and every prompt
     are checked against the target's context window first (`pairs.check_pair_prompts`), before anything is
     written. A logbook of this name made from anything else (`logbook_manifest`) is a named result: refused in
     one line before any model loads (`log --name`); with `rebuild` it is an internal cache (`notebook_logbook`):
     its files are removed and it is logged again. `dtype`, `device`: how `load_pair` loads the pair (with
-    `models`, theirs)."""
+    `models`, theirs). `known`: {prompt key: the target's greedy continuation} from another logbook of the pair
+    (`log_prompt`)."""
     from spectree.drafts.pairs import check_pair_prompts, load_pair
     from spectree.drafts.targets import resolve_device, resolve_dtype
 
@@ -236,27 +267,28 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
         resume_or_refuse(out, wanted, any(out.glob("*.parquet")), "pass another --name, or delete it to log again",
                          legacy)
     atomic_write_text(out / "config.json", json.dumps(cfg.record(), indent=1))  # the LogConfig, for readers
-    todo = [(i, p) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]
+    todo = [(i, p, (known or {}).get(p.key)) for i, p in enumerate(prompts) if not (out / f"{i:04d}.parquet").exists()]
     workers = min(len(todo), worker_count(placed))
     if workers > 1:  # prompts are independent: one process each, sharing the cores (`core.workers`)
         from functools import partial
 
-        in_processes(_log_in_worker, [(i, p, cfg, out) for i, p in todo], workers,
+        in_processes(_log_in_worker, [(i, p, cfg, out, cont) for i, p, cont in todo], workers,
                      partial(load_pair, cfg.pair, device=str(placed), dtype=dtype), f"logging {name}")
     elif todo:
         target, draft, tok = models or load_pair(cfg.pair, device=device, dtype=dtype)
-        for i, prompt in tqdm(todo, desc=f"logging {name}", unit="prompt"):
-            _log_one(target, draft, tok, i, prompt, cfg, out)
+        for i, prompt, cont in tqdm(todo, desc=f"logging {name}", unit="prompt"):
+            _log_one(target, draft, tok, i, prompt, cfg, out, cont)
     return out
 
 
-def _log_one(target, draft, tok, i: int, prompt: Prompt, cfg: LogConfig, out: Path) -> None:
-    lp = log_prompt(target, draft, tok, prompt, cfg, (tok.eos_token_id,))
+def _log_one(target, draft, tok, i: int, prompt: Prompt, cfg: LogConfig, out: Path,
+             known: Optional[list[int]] = None) -> None:
+    lp = log_prompt(target, draft, tok, prompt, cfg, (tok.eos_token_id,), known)
     atomic_write_bytes(out / f"{i:04d}.parquet", _to_parquet_bytes(lp))  # atomic: an interrupted run resumes
 
 
-def _log_in_worker(i: int, prompt: Prompt, cfg: LogConfig, out: Path) -> None:
-    _log_one(*load_models(), i, prompt, cfg, out)
+def _log_in_worker(i: int, prompt: Prompt, cfg: LogConfig, out: Path, known: Optional[list[int]] = None) -> None:
+    _log_one(*load_models(), i, prompt, cfg, out, known)
 
 
 def _clear(out: Path) -> None:
@@ -280,10 +312,33 @@ def c2t_logbook(logbook: list[LoggedPrompt], cfg: LogConfig, classifier: str, be
     "c2t", `replay.logtree`) at `cfg`'s K and depth, so that C2T at every β ≥ beta and any topk replays on it at a
     fraction of logging `cfg` again. It serves C2T's settings only
     (`analysis.sweeps.sweep`'s `own`): notebook 02's scored prompts once their classifier is trained. Cached under
-    the classifier's name, logged again when the classifier or anything else it is made from changes."""
+    the classifier's name, logged again when the classifier or anything else it is made from changes; the greedy
+    continuations are `logbook`'s (`log_prompt`'s `known`)."""
     env = replace(cfg, beam=1, b_env=1, d_env=1, c2t=classifier, c2t_beta=beta, shape="c2t")
     return read_logbook(write_logbook([lp.prompt for lp in logbook], env, f"{classifier}-c2t", models=models,
-                                      rebuild=True))  # the name checked by LogConfig
+                                      rebuild=True, known=_continuations(logbook)))  # the name checked by LogConfig
+
+
+def dyspec_logbook(logbook: list[LoggedPrompt], cfg: LogConfig, name: str, budgets, cap: int = 8,
+                   d_max: Optional[int] = None, acceptance=(), models=None) -> list[LoggedPrompt]:
+    """DySpec's own logbook of `logbook`'s prompts (the same greedy path): only DySpec's trees expanded (shape
+    "dyspec", `replay.logtree`) at each budget m of `budgets`, uncapped (K = m children a node) and capped at `cap`,
+    to depth `d_max` (cfg's by default), so that DySpec at m = 64 — wider than any beam of the full logbook —
+    replays at a fraction of its nodes; with a positional `acceptance` vector, Sequoia's trees of those budgets too.
+    It serves those settings only (`analysis.sweeps.sweep`'s `own`).
+    Cached under `name`-dyspec; logged again when anything it is made from changes; the greedy continuations are
+    `logbook`'s."""
+    budgets = tuple(sorted({int(m) for m in budgets}))
+    env = replace(cfg, K=max(budgets), d_max=d_max or cfg.d_max, beam=1, b_env=1, d_env=1, shape="dyspec",
+                  dyspec_budgets=budgets, dyspec_cap=cap, dyspec_sequoia=tuple(acceptance))
+    return read_logbook(write_logbook([lp.prompt for lp in logbook], env, f"{name}-dyspec", models=models,
+                                      rebuild=True, known=_continuations(logbook)))
+
+
+def _continuations(logbook: list[LoggedPrompt]) -> dict[str, list[int]]:
+    """{prompt key: the target's greedy continuation} of a logbook: a narrower logbook of its prompts walks the same
+    greedy path without generating it again."""
+    return {lp.prompt.key: lp.continuation for lp in logbook}
 
 
 def read_logbook(path: Path) -> list[LoggedPrompt]:

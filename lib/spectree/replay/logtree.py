@@ -19,6 +19,14 @@ Two narrower shapes log only what one reader needs (`shape`): "path" expands the
 path (`path`: the continuation after the root, set per position) and the rank-0 chain, so every draft token a
 greedy verifier could examine in any tree of K and d_max is stored, and nothing else (notebooks 04–07 read only
 those); "c2t" expands only C2T's tree at `c2t_beta` (the C2T settings of notebook 02 replay on it, nothing else).
+
+"dyspec" logs DySpec's own trees (`budget_policies`): it runs each of the given DySpec policies (`ghosts`: Alg. 1 at
+budget m, capped at K or not, and Alg. 2 at t = 1/m; with an acceptance vector, Sequoia's trees of those budgets,
+`sequoia_union`) alongside, each on the nodes it drafted itself, and stores the children each selects plus every
+expanded node's first child, and expands what any of them expands. A DySpec
+policy's slots fall with their rank among siblings, so what it selects of a node is a prefix of its children, and
+a child it rejected lies below the m-th best slot value, whose absence leaves that value unchanged: each ghost (at
+any depth up to d_max) replays exactly, at a width (K = m: Alg. 1 uncapped) the full shape could not store.
 """
 from __future__ import annotations
 
@@ -30,6 +38,29 @@ import numpy as np
 from spectree.core.errors import SpectreeError
 from spectree.core.policy import OPTIONAL_FEATURES, Policy, Rows, spec_field
 from spectree.strategies.c2t import C2TClassifier
+from spectree.strategies.dyspec import DySpec, DySpecThreshold
+from spectree.strategies.sequoia import Sequoia
+from spectree.strategies.static import StaticShape
+
+
+def budget_policies(budgets: Sequence[int], cap: int, d_max: int) -> list[Policy]:
+    """DySpec at each budget m (DySpec Tables 1–2): Alg. 1 uncapped (K = m: no node can keep more than m children),
+    Alg. 1 with at most `cap` children a node (live drafting's guard) and Alg. 2 at t = 1/m (capped): what
+    notebook 02 scores and the "dyspec" shape logs."""
+    policies = [p for m in budgets for p in (DySpec(m=m, K=m, d_max=d_max), DySpec(m=m, K=min(cap, m), d_max=d_max),
+                                             DySpecThreshold(t=round(1 / m, 4), K=cap, d_max=d_max))]
+    return list({p.spec: p for p in policies}.values())  # at m ≤ cap the capped DySpec is the uncapped one
+
+
+def sequoia_p(acceptance: Sequence[float]) -> str:
+    """A positional acceptance vector as Sequoia's spec writes it ('0.4282/0.117/…')."""
+    return "/".join(f"{p:.4g}" for p in acceptance)
+
+
+def sequoia_union(budgets: Sequence[int], p: str) -> StaticShape:
+    """One static shape holding Sequoia's trees of every budget for acceptance vector `p`: logged beside DySpec's,
+    it makes each of them replay (Sequoia's DP gives a node's children a prefix of the ranks, so their union does)."""
+    return StaticShape(shape=frozenset().union(*(Sequoia(n=m, p=p).shape for m in budgets)))
 
 
 @dataclass
@@ -43,9 +74,10 @@ class LogTree(Policy):
     c2t_model: Optional[C2TClassifier] = spec_field(default=None)
     shape: str = "full"  # "full": every beam above; "path": the greedy path and the rank-0 chain; "c2t": C2T's tree
     path: Optional[Sequence[int]] = spec_field(default=None)  # "path": the greedy tokens after the root [≥ d_max]
+    ghosts: tuple = spec_field(default=())  # "dyspec": the DySpec policies whose trees are logged
 
     name = "logtree"
-    SHAPES = ("full", "path", "c2t")
+    SHAPES = ("full", "path", "c2t", "dyspec")
 
     def __post_init__(self):
         super().__post_init__()
@@ -53,6 +85,8 @@ class LogTree(Policy):
             raise SpectreeError(f"logtree: shape must be one of {', '.join(self.SHAPES)}, got {self.shape!r}")
         if self.shape == "c2t" and self.c2t_model is None:
             raise SpectreeError("logtree: shape 'c2t' needs a C2T classifier")
+        if self.shape == "dyspec" and (not self.ghosts or max(g.K for g in self.ghosts) > self.K):
+            raise SpectreeError(f"logtree: shape 'dyspec' needs DySpec policies of K ≤ {self.K}")
     max_nodes = None  # the logbook's tree is as large as its config asks
     features = OPTIONAL_FEATURES  # the logbook stores every feature
 
@@ -72,6 +106,8 @@ class LogTree(Policy):
         if self.c2t_model is not None:  # off C2T's tree at c2t_beta: the parent is off it, or C ≤ c2t_beta
             passes = self.c2t_model.confidence(cand).numpy() > self.c2t_beta
             cand.set_state("off_c2t", ~((cand.parent_state("off_c2t") == 0) & passes))
+        if self.shape == "dyspec":
+            return self._ghosts_select(cand, tree)
         return np.ones(len(cand), dtype=bool)
 
     def expand(self, new: Rows, tree: Rows) -> np.ndarray:
@@ -80,8 +116,34 @@ class LogTree(Policy):
             return (new.state("off_path") == 0) | (max_rank == 0)
         if self.shape == "c2t":
             return new.state("off_c2t") == 0
+        if self.shape == "dyspec":
+            return self._ghosts_expand(new, tree)
         in_env = (max_rank < self.b_env) & (new.depth < self.d_env)
         beams = (new.state("off_beam") == 0) | (new.state("off_k") == 0)
         if self.c2t_model is not None:
             beams |= new.state("off_c2t") == 0
         return beams | in_env | (max_rank == 0) | (new.state("tail_rank") == 0)
+
+    # "dyspec": each ghost j grows its own tree inside the logged one; state f"out{j}" is 1 on nodes it did not
+    # draft, f"shut{j}" on nodes it did not expand (0 at the root: drafted and expanded)
+    def _ghosts_select(self, cand: Rows, tree: Rows) -> np.ndarray:
+        stored = cand.rank == 0  # an expanded node's first child: replay sees it was expanded
+        for j, ghost in enumerate(self.ghosts):
+            offered = (cand.parent_state(f"shut{j}") == 0) & (cand.rank < ghost.K)  # [c] what ghost j is offered
+            keep = np.zeros(len(cand), dtype=bool)
+            if offered.any():
+                keep[offered] = ghost.select(cand.subset(offered), tree.subset(tree.state(f"out{j}") == 0))
+            cand.set_state(f"out{j}", (~keep).astype(np.int64))
+            stored |= keep
+        return stored
+
+    def _ghosts_expand(self, new: Rows, tree: Rows) -> np.ndarray:
+        expand = np.zeros(len(new), dtype=bool)
+        for j, ghost in enumerate(self.ghosts):
+            mine = new.state(f"out{j}") == 0
+            grows = np.zeros(len(new), dtype=bool)
+            if mine.any():
+                grows[mine] = ghost.expand(new.subset(mine), tree.subset(tree.state(f"out{j}") == 0))
+            new.set_state(f"shut{j}", (~grows).astype(np.int64))
+            expand |= grows
+        return expand

@@ -4,6 +4,10 @@ numbers, claims and tables, which RESULTS.md's GPU section renders (`results.gpu
 The lossless claims read every mismatch with the rounding rule of its dtype: a fixed near-tie threshold
 (`speed.bench.tie_gap`), and in bf16 also the control measured on the same machine (`speed.divergence`): a mismatch
 whose top-2 gap is within twice the noise floor between HF's own SDPA and eager backends at its shape is rounding.
+Every claim here is a bar of ours (kind "bar": lossless checks, the bf16 control, tree construction's share), counted
+apart from the papers' claims, and none decides on fewer than `claims.MIN_UNITS` independent units: generations
+checked (a setting on a prompt, each its own exact comparison) for the lossless and control claims; for the share,
+the prompts its one timing run decoded (`env.json`'s plan), since shares are pooled over them.
 """
 from __future__ import annotations
 
@@ -51,7 +55,7 @@ def lossless_claim(result: dict[str, Any], dtype: str, large: Optional[dict[str,
     of the dtype, or in bf16 within twice the control's noise floor at that shape: `floors`), does not hold at the
     first other mismatch, and is inconclusive while a setting was skipped. A deterministic count, n = generations
     checked; every mismatch is named. `label`: the path's name in the claim (e.g. "through CUDA graphs")."""
-    from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, LOSSLESS, Evidence, claim
+    from spectree.analysis.claims import BAR, FAILS, HOLDS, INCONCLUSIVE, LOSSLESS, Evidence, claim
 
     floors = (floors or {}) if dtype == "bfloat16" else {}  # the control is bf16's
     checked = int(result["checked"])
@@ -74,7 +78,7 @@ def lossless_claim(result: dict[str, Any], dtype: str, large: Optional[dict[str,
     verdict = FAILS if bugs else INCONCLUSIVE if not checked or result.get("skipped") else HOLDS
     evidence = Evidence(verdict, rule + ", every setting run", checked)
     return claim(f"greedy speculative decoding is lossless on the GPU ({dtype}{label})", LOSSLESS, ours, evidence,
-                 goal="every output equals HF generate's")
+                 goal="every output equals HF generate's", kind=BAR)
 
 
 def controls(control: Optional[dict[str, Any]], device: str, cpu: Optional[Path] = None) -> dict[str, dict[str, Any]]:
@@ -93,7 +97,7 @@ def control_claim(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """bf16: every divergence of our AR loop from HF generate and of our trees from our AR loop is within twice the
     control's noise floor of the same model (the control: HF SDPA vs HF eager on the same weights and prompts);
     `measured`: `controls`' labelled results."""
-    from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, Evidence, claim
+    from spectree.analysis.claims import BAR, FAILS, HOLDS, INCONCLUSIVE, Evidence, claim
     from spectree.speed.divergence import CONTROL, within_control
 
     ours, outside, n = [], [], 0
@@ -109,26 +113,32 @@ def control_claim(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
     verdict = INCONCLUSIVE if not n else FAILS if outside else HOLDS
     return claim("bf16: our decoder's divergences from HF are rounding (within the control's noise floor)", "—",
                  "; ".join(ours) + (f"; outside: {'; '.join(outside)}" if outside else ""),
-                 Evidence(verdict, "every divergence's top-2 gap ≤ 2 × the control's largest |Δ logit|", n),
-                 goal="no farther from HF than HF SDPA is from HF eager")
+                 Evidence(verdict, "every divergence's top-2 gap ≤ 2 × the control's largest |Δ logit| (n: our "
+                                   "decodes compared, a pair on a prompt)", n),
+                 goal="no farther from HF than HF SDPA is from HF eager", kind=BAR)
 
 
-def share_claim(cost: dict[str, Any]) -> dict[str, Any]:
-    """Tree construction ≤ TREE_SHARE_BAR of a step for every family at the largest shape with shares measured."""
-    from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, Evidence, claim
+def share_claim(cost: dict[str, Any], prompts: Optional[int] = None) -> dict[str, Any]:
+    """Tree construction ≤ TREE_SHARE_BAR of a step for every family at the largest shape with shares measured.
+    Its units are the `prompts` the one timing run decoded (each family's share is pooled over them; `env.json`'s
+    plan, `share_prompts`), not the families: each family is one reading of its own share. Unknown: 0 units."""
+    from spectree.analysis.claims import BAR, FAILS, HOLDS, INCONCLUSIVE, Evidence, claim
 
     measured = {s: m for s, m in cost["shapes"].items() if m.get("tree_shares")}
     if not measured:
         return claim(f"tree construction ≤ {TREE_SHARE_BAR:.0%} of a decoding step for every family", "—",
-                     "not measured", Evidence(INCONCLUSIVE, "no shares recorded", 0), goal=f"≤ {TREE_SHARE_BAR:.0%}")
+                     "not measured", Evidence(INCONCLUSIVE, "no shares recorded", 0), goal=f"≤ {TREE_SHARE_BAR:.0%}",
+                     kind=BAR)
     shape, m = list(measured.items())[-1]
     shares = {r["policy"]: r["tree_share"] for r in m["tree_shares"]}
     worst = max(shares, key=shares.get)
     verdict = HOLDS if shares[worst] <= TREE_SHARE_BAR else FAILS
+    units = int(prompts or 0)
     return claim(f"tree construction ≤ {TREE_SHARE_BAR:.0%} of a decoding step for every family ({shape} shape)",
-                 "—", f"max {100 * shares[worst]:.1f}% ({worst})",
-                 Evidence(verdict, "one run's pooled tree-construction share, every family", len(shares)),
-                 goal=f"≤ {TREE_SHARE_BAR:.0%}")
+                 "—", f"max {100 * shares[worst]:.1f}% ({worst}), {len(shares)} families",
+                 Evidence(verdict, f"one timing run's tree-construction share, pooled over its "
+                                   f"{units or 'unrecorded'} prompts, every family", units),
+                 goal=f"≤ {TREE_SHARE_BAR:.0%}", kind=BAR)
 
 
 def _cost_summary(cost: dict[str, Any], summary: dict[str, Any], tables: dict[str, Any]) -> None:
@@ -193,7 +203,7 @@ def summarize(folder: Path) -> dict[str, Any]:
             tables[f"bf16 first divergences, {label}"] = table(r).to_dict(orient="records")
             tables[f"bf16 logit noise against HF SDPA, {label}"] = noise_table(r).round(4).to_dict(orient="records")
     if optional["costmodel"] is not None:
-        claims.append(share_claim(optional["costmodel"]))
+        claims.append(share_claim(optional["costmodel"], (env.get("plan") or {}).get("share_prompts")))
         _cost_summary(optional["costmodel"], summary, tables)
     if optional["speed"] is not None and "rows" in optional["speed"]:
         speed = optional["speed"]

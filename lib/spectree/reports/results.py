@@ -10,6 +10,10 @@ repository's `RESULTS.md` is written only by a default-profile run (the embedded
 invocation, or is current (its inputs unchanged) with a recorded run (`.run.json`) of the same profile, commit and
 host, as after a resumed run. Otherwise (`from_another_run` says which notebooks and why) only figures/RESULTS.md
 is written; quick and paper runs never touch the root file. Nothing is carried over from an earlier RESULTS.md.
+Each notebook's section shows the paper figures it reproduces with a caption, the paper's reading beside ours
+(`reports.result_figures`): the root file shows the compact copies its own run writes into the tracked
+figures/results/ and links nothing the repository does not hold; figures/RESULTS.md shows the notebooks' files
+and links each report.html that exists.
 The helpers that read a summary (`load_summary`, `headline`, `claims_of`; verdicts as `analysis.claims` words
 them) are shared with `figures/index.html` (`reports.runner.write_index`), so both show the same numbers.
 """
@@ -24,6 +28,7 @@ from typing import Any, Optional
 from spectree.analysis.claims import BAR, FAILS, INCONCLUSIVE, count, diagnose, verdict_text
 from spectree.core.machine import host_name
 from spectree.core.paths import atomic_write_text, figures_dir, home
+from spectree.reports.result_figures import copies_text, figure_lines, write_copies
 
 REFERENCE_PROFILE = "default"  # the only profile whose run is written to the repository's RESULTS.md
 EARLIER = "from an earlier run"  # the runner's status of a notebook not run in this invocation
@@ -242,10 +247,12 @@ def quality_readings(summaries: Optional[dict[str, dict[str, Any]]] = None) -> d
     return {str(k): str(v) for k, v in readings.items()} if isinstance(readings, dict) else {}
 
 
-def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> str:
-    """RESULTS.md for the runner's rows ({"notebook", "status", "seconds"}) under the stamp `run`; `links` is the
-    path from the file's folder to figures/ ("" for figures/RESULTS.md, "figures/" for the repository's). Only
-    this checkout's summaries are shown: a notebook with none says so (or is left out when it never ran here)."""
+def render(rows: list[dict[str, Any]], run: dict[str, str], root: bool = False) -> str:
+    """RESULTS.md for the runner's rows ({"notebook", "status", "seconds"}) under the stamp `run`: figures/RESULTS.md,
+    or with `root` the repository's, whose links are only to files the repository holds (the figures' copies in
+    figures/results/, `result_figures.write_copies`; never a notebook's report.html, which stays local). Each
+    section shows its paper figures with their captions (`result_figures.figure_lines`). Only this checkout's
+    summaries are shown: a notebook with none says so (or is left out when it never ran here)."""
     summaries = {row["notebook"]: load_summary(Path(row["notebook"]).stem) for row in rows}
     everything = [c for s in summaries.values() for c in claims_of(s)]  # the GPU checklist tallies its own
     quality = quality_readings({Path(k).stem: v for k, v in summaries.items()})
@@ -261,13 +268,16 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> 
            f"- commit: {run['commit']}", f"- date: {run['date']}",
            f"- host: {run.get('host', 'not recorded')}", f"- wall time: {total}",
            f"- pairs: {', '.join(pairs) if pairs else 'none recorded'}",
-           *(f"- {line}" for line in tallies(everything)), ""]
+           *(f"- {line}" for line in tallies(everything)), *_figures_note(root), ""]
     for row in rows:
         stem = Path(row["notebook"]).stem
         summary = summaries[row["notebook"]]
         if not summary and row["status"] == EARLIER and not load_run(stem):
             continue  # never run here: nothing to say
-        out += [f"## {stem}", "", f"[report]({links}{stem}/report.html) — {_status(row, run)}", ""]
+        report = figures_dir() / stem / "report.html"
+        link = f"[report]({stem}/report.html) — " if report.is_file() and not root else ""
+        out += [f"## {stem}", "", f"{link}{_status(row, run)}", ""]
+        out += figure_lines(stem, summary, root)
         if not summary:
             out += ["No summary.json.", ""]
             continue
@@ -278,6 +288,16 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], links: str = "") -> 
         for title, table in tables_of(summary).items():
             out += _markdown_table(title, table)
     return "\n".join(out + gpu_section())
+
+
+def _figures_note(root: bool) -> list[str]:
+    """The header's line on figures: in the repository's file, how many copies figures/results/ holds and that each
+    notebook's full report exists only where the workbook ran."""
+    if not root:
+        return []
+    return [f"- figures: {copies_text()} from this run, each under its notebook with the paper's reading and "
+            "ours; every figure and table of a notebook is in its report, "
+            "figures/<notebook>/report.html, written where the workbook runs (`./run_all.sh`)"]
 
 
 GPU_HEADING = "## GPU checklist"
@@ -325,7 +345,8 @@ def write_results(rows: list[dict[str, Any]], profile: str,
             from_another_run(rows, run)
     if profile == REFERENCE_PROFILE and not others:
         written.append(home() / "RESULTS.md")
-        atomic_write_text(written[1], render(rows, run, links="figures/"))
+        write_copies([Path(row["notebook"]).stem for row in rows])  # first: the root file shows what it wrote
+        atomic_write_text(written[1], render(rows, run, root=True))
     return written, others
 
 

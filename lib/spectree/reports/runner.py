@@ -33,6 +33,8 @@ from spectree.core.errors import SpectreeError
 from spectree.core.manifest import file_digest, reuse_or_rebuild
 from spectree.core.paths import atomic_write_text, data_dir, figures_dir, home
 from spectree.analysis.claims import BAR, verdict_text
+from spectree.reports.param_types import check_type
+from spectree.reports.result_figures import copies_text
 from spectree.reports.results import (EARLIER, REFERENCE_PROFILE, claims_of, headline, load_summary, quality_readings,
                                       record_run, shown, stamp, tables_of, with_quality, write_results)
 
@@ -55,13 +57,18 @@ PAIR_PARAMS = {"pair": lambda pair: pair, "pairs": lambda pair: [pair], "referen
 
 def notebook_parameters(notebook: Path) -> dict:
     """{name: default} of a notebook's tagged parameters cell (its typed literals `name: type = value`)."""
+    return {name: default for name, (_, default) in _parameter_cell(notebook).items()}
+
+
+def _parameter_cell(notebook: Path) -> dict[str, tuple[ast.expr, object]]:
+    """{name: (type annotation, default)} of a notebook's tagged parameters cell."""
     cells = json.loads(notebook.read_text())["cells"]
     cell = next((c for c in cells if c["cell_type"] == "code" and "parameters" in c.get("metadata", {}).get("tags", [])),
                 None)
     if cell is None:
         raise SpectreeError(f"{notebook} has no cell tagged 'parameters'")
     tree = ast.parse("".join(cell["source"]))
-    return {node.target.id: ast.literal_eval(node.value) for node in tree.body
+    return {node.target.id: (node.annotation, ast.literal_eval(node.value)) for node in tree.body
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
 
 
@@ -102,17 +109,22 @@ def notebook_params(name: str, profile_values: dict, pair: str | None = None, se
 
 
 def check_sets(sets: list, names: list[str]) -> None:
-    """Every `--set` names a notebook of this run and a parameter some notebook has, before any notebook runs."""
+    """Every `--set` names a notebook of this run and a parameter some notebook has, and its value (read as YAML)
+    is of that parameter's literal type in each notebook it reaches (`param_types.check_type`), before any notebook
+    runs."""
     stems = {Path(n).stem: n for n in names}
-    known = {Path(n).stem: set(notebook_parameters(home() / "notebooks" / n)) for n in names
+    known = {Path(n).stem: _parameter_cell(home() / "notebooks" / n) for n in names
              if (home() / "notebooks" / n).exists()}
-    for stem, key, _ in sets:
+    for stem, key, value in sets:
         if stem is not None and stem not in stems:
             raise SpectreeError(f"--set {stem}.{key}: no notebook {stem} in this run (notebooks: {sorted(stems)})")
-        where = [known.get(stem, set())] if stem is not None else list(known.values())
-        if not any(key in k for k in where):
+        where = {stem: known.get(stem, {})} if stem is not None else known
+        reached = {s: cell[key] for s, cell in where.items() if key in cell}
+        if not reached:
             raise SpectreeError(f"--set {(stem + '.') if stem else ''}{key}: no notebook of this run has a "
                                 f"parameter '{key}'")
+        for name, (annotation, default) in reached.items():
+            check_type(f"--set {(stem + '.') if stem else ''}{key}", value, annotation, default, name)
 
 
 def run_inputs(notebook: Path, profile: str, params: dict) -> dict:
@@ -339,7 +351,9 @@ def write_index(rows: list[dict], profile: str) -> Path:
         stem = Path(row["notebook"]).stem
         numbers = load_summary(stem)
         claims = claims_of(numbers)
-        items.append(f'<section><h2><a href="{stem}/report.html">{html.escape(stem)}</a></h2>'
+        linked = (figures_dir() / stem / "report.html").is_file()  # a link only to a report that exists
+        title = f'<a href="{stem}/report.html">{html.escape(stem)}</a>' if linked else html.escape(stem)
+        items.append(f"<section><h2>{title}</h2>"
                      f"<p>{html.escape(row['status'])} ({row['seconds']:.0f} s)</p>{_headline(numbers)}"
                      f"{_claims(claims, quality)}{_tables(numbers)}</section>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>spectree reports</title><style>{STYLE}</style>"
@@ -393,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     slowest = write_cell_times([Path(r["notebook"]).stem for r in rows if r["status"] == "ran"])
     if slowest:
         print(f"slowest cells (all in {figures_dir() / 'cell_times.csv'}):\n" + "\n".join(slowest))
+    if home() / "RESULTS.md" in results:
+        print(f"RESULTS.md's figures: {copies_text()}; README's gallery from this run: "
+              "python -m spectree.reports.gallery")
     if others:
         print(f"RESULTS.md not updated (a {REFERENCE_PROFILE} run writes it only with the profile's own parameters and "
               f"when every notebook's numbers come from commit {run['commit']} on this host): {'; '.join(others)}")

@@ -84,6 +84,7 @@ class Run:
     plain_s: float = math.nan  # the step model's seconds for plain decoding of the same tokens, the prefill added
     prefill_s: float = math.nan  # the prompt through the target and the draft's start (our loop's runs)
     depth_sum: float = math.nan  # Σ over steps of the tree's depth (our loop's runs; NaN: not recorded)
+    priced_s: float = math.nan  # the run's own steps priced on another machine's cost model (`priced_on`), no prefill
 
 
 Policies = Union[Sequence[Policy], Mapping[str, Policy]]  # policies, or {label: policy}
@@ -104,7 +105,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                    hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None,
                    hf_packed: Optional[bool] = None, hf_lookup: int = 0, repeats: int = 1,
                    drafts: Optional[Mapping[str, object]] = None, cost=None,
-                   share_prefill: bool = False) -> list[Run]:
+                   share_prefill: bool = False, priced_on=None) -> list[Run]:
     """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
     standalone draft, and HF prompt lookup decoding with `hf_lookup` candidate tokens: reference rows) and each
     policy; one `Run` per (prompt, method, repeat), named by the policy's label. Each prompt is decoded by every
@@ -119,7 +120,10 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     `projected_s`: the step model's seconds for the run's own steps (`stepmodel.predict_live`) plus its prefill,
     and `plain_s`, its seconds for plain decoding of the same tokens at the same prefixes (`summarize_runs`).
     `share_prefill`: every policy starts from one prefill of each prompt (`core.decode.Prefill`): for checks that
-    read tokens, τ and γ, not time (its runs' seconds leave the prompt out, and a busy machine is not warned of)."""
+    read tokens, τ and γ, not time (its runs' seconds leave the prompt out, and a busy machine is not warned of).
+    `priced_on` (a `CostModel` with its step model, e.g. the GPU checklist's, `reports.projection.gpu_cost_models`):
+    each policy's run also carries `priced_s`, its own decoding steps priced there (`stepmodel.predict_live`; the
+    prompt's prefill, the same for every method, left out)."""
     target, draft, tok = models
     drafts = dict(drafts or {})
     assistant = draft if hf_assisted and standalone(draft) else None
@@ -201,7 +205,8 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             synthetic=bool(getattr(drafter(name), "synthetic", False)) and policies[name].d_max > 0,
                             other_cores=load.cores, repeat=repeat, projected_s=projected_seconds(g, cost),
                             plain_s=plain_projected_seconds(g, cost),
-                            prefill_s=g.prefill_s, depth_sum=sum(s.depth for s in g.steps)))
+                            prefill_s=g.prefill_s, depth_sum=sum(s.depth for s in g.steps),
+                            priced_s=steps_priced(g, priced_on)))
 
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):
         ids = chat_ids(tok, prompt.text)
@@ -220,6 +225,13 @@ def projected_seconds(g, cost) -> float:
     if cost is None or cost.step is None:
         return math.nan
     return g.prefill_s + float(predict_live(cost.step, cost, g.steps).sum()) if g.steps else g.prefill_s
+
+
+def steps_priced(g, cost) -> float:
+    """A generation's decoding steps priced on `cost` and its step model (NaN without one), the prefill left out."""
+    if cost is None or cost.step is None:
+        return math.nan
+    return float(predict_live(cost.step, cost, g.steps).sum()) if g.steps else 0.0
 
 
 def plain_projected_seconds(g, cost) -> float:

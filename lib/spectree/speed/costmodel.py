@@ -6,8 +6,8 @@ timed-path version, sizes, prefix; the precision and device where they are not f
 of a folder or hub target and of an `hf:` / `eagle:` draft), so one made from anything else is measured again, not
 refused. Its file is named by `cost_key` (the pair's `Pair.tag`, then kernels / dtype / device). A pair string is
 parsed once (`pairs.as_pair`) where it enters; the `Pair` value is passed down.
-The prompt-length axis (`length_table`: the same timings over longer committed prefixes) is measured on demand
-and kept out of that cache.
+PCT's s_d/s_t for live rows is measured as EDD measures it (`construction_ratio`, cached beside the cost model); the
+prompt-length axis (`lengths.length_table`: the same timings over longer committed prefixes) is measured on demand.
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import numpy as np
-import pandas as pd
 import torch
 
 from spectree.core.errors import SpectreeError
@@ -31,7 +30,7 @@ from spectree.core.paths import atomic_write_text, cache_dir
 from spectree.drafts import pairs  # pairs.load_pair looked up per call (tests stand a loader in for it)
 from spectree.drafts.pairs import Pair, as_pair
 from spectree.speed.load import trusted
-from spectree.speed.stepmodel import StepFit, plain_seconds, predict_steps
+from spectree.speed.stepmodel import ConstructionRatio, StepFit, plain_seconds, predict_steps
 from spectree.core.treeattn import (
     causal_allowed,
     forward_with_mask,
@@ -182,23 +181,6 @@ def measure(target, draft_model, sizes=SIZES, prefix: int = PREFIX, repeats: int
                      draft_s=time_forwards(draft_model, sizes, prefix, repeats))
 
 
-LENGTH_SIZES, LENGTH_PREFIXES = (1, 4, 16, 32), (256, 1024, 2048, 4096)
-
-
-def length_table(target, sizes=LENGTH_SIZES, prefixes=LENGTH_PREFIXES, repeats: int = 3) -> pd.DataFrame:
-    """The prompt-length axis of the cost model, measured now and never cached: one row per (prefix L, n) with
-    the target's forward time over n tree tokens after L committed tokens (`time_forwards`, fastest of `repeats`)
-    and ratio_to_one_token, that time over the n = 1 time at the same L (sizes must include 1). Columns: prefix,
-    n, seconds, ratio_to_one_token; len(prefixes) * len(sizes) rows, prefixes outer."""
-    if 1 not in sizes:
-        raise SpectreeError(f"length_table needs n = 1 among its sizes for the ratio, got {tuple(sizes)}")
-    rows = [{"prefix": prefix, "n": n, "seconds": t}
-            for prefix in prefixes for n, t in zip(sizes, time_forwards(target, sizes, prefix, repeats))]
-    df = pd.DataFrame(rows, columns=["prefix", "n", "seconds"])
-    one = df[df.n == 1].set_index("prefix").seconds
-    return df.assign(ratio_to_one_token=df.seconds / df.prefix.map(one))
-
-
 TIMED_PATH = 2  # bump when the timed forward path changes (2: slab cache, copy-free grouped attention)
 
 
@@ -321,12 +303,42 @@ def pair_cost_model(pair: "str | Pair", models: tuple) -> CostModel:
     return cost
 
 
-def calibrate(policies: dict[str, Policy], cost: Callable[[], CostModel]) -> dict[str, Policy]:
-    """The policies with their machine-measured parameters filled in (PCT's s_d/s_t), the cost model read
-    (`cost()`: cached, or measured in a minute) only if one of them needs it."""
+RATIO_PATH = 1  # bump when what `construction_ratio` averages changes
+
+
+def construction_ratio(pair: "str | Pair", models: tuple, cost: CostModel) -> ConstructionRatio:
+    """This machine's s_d/s_t for PCT's live rows, as EDD measures it (l.817–821): the mean of the forwards PCT
+    construction makes, draft forwards over its trees' layers over target forwards over its trees
+    (`stepmodel.measure_construction`, live PCT on FIT_PROMPTS from `cost`'s one-token ratio, a few seconds), not
+    `cost.ratio` = t_draft(1) / t_target(1). Cached beside the pair's cost model, measured again with it."""
+    from spectree.speed import stepmodel
+
+    path = cache_path(pair, kernels=kernels_in_use(models[0]), dtype=models[0].dtype, device=models[0].device)
+    out = path.with_name(path.stem + ".ratio.json")
+    manifest = {"ratio_path": RATIO_PATH, "prompts": stepmodel.FIT_PROMPTS, "tokens": 2 * stepmodel.FIT_TOKENS,
+                "policy": stepmodel.RATIO_PCT, "curves": [cost.sizes, cost.target_s, cost.draft_s]}
+
+    def read() -> Optional[ConstructionRatio]:
+        found = ConstructionRatio(**json.loads(out.read_text())) if out.exists() else None
+        return found if found is not None and trusted(found) else None
+
+    def build() -> ConstructionRatio:
+        measured = stepmodel.measure_construction(models, cost.ratio)
+        if not measured.plausible:
+            warnings.warn(f"s_d/s_t of {pair} was measured on a busy machine ({measured.other_cores:.2f} other cores)")
+        atomic_write_text(out, json.dumps(asdict(measured), indent=1))
+        return measured
+    return reuse_or_rebuild(beside(out), manifest, read, build)
+
+
+def calibrate(policies: dict[str, Policy], cost: Callable[[], "CostModel | float"]) -> dict[str, Policy]:
+    """The policies with their machine-measured parameters filled in (PCT's s_d/s_t), `cost()` read (a cost model,
+    cached or measured in a minute, whose one-token ratio is taken; or the ratio itself, e.g.
+    `construction_ratio(...).ratio`) only if one of them needs it."""
     if not any(p.needs_calibration for p in policies.values()):
         return policies
-    ratio = cost().ratio
+    found = cost()
+    ratio = found.ratio if isinstance(found, CostModel) else float(found)
     return {label: p.calibrate(ratio) for label, p in policies.items()}
 
 

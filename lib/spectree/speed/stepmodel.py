@@ -25,11 +25,15 @@ A plain (autoregressive) step through the same loop is verify forward(1, L) + tr
 keep(1) + rest(0). The fit is
 cached per pair, machine and kernels beside the cost model (`load_or_fit`), measured on prompts of its own
 (FIT_PROMPTS) with policies of every tree size (FIT_POLICIES), and carries its residuals per term.
+
+The same live steps give PCT's s_d/s_t as EDD measures it (`measure_construction`: the mean draft forward over PCT's
+tree layers over the mean target forward over its trees), which `costmodel.construction_ratio` caches.
 """
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
@@ -40,7 +44,7 @@ TERMS = ("draft", "verify", "tree", "keep", "rest")
 # live steps the fit is made from: every tree size from a chain to a wide EAGLE-2 tree, and plain decoding
 FIT_POLICIES = ("ar", "chain:k=1", "chain:k=3", "kary:b=2,d=3", "eagle2:K=8,d_max=5,N=16",
                 "eagle2:K=8,d_max=6,N=48", "dyspec:m=32,K=8,d_max=8")
-FIT_PROMPTS = "sharegpt:2"  # prompts of their own: the checks that read the model run on others
+FIT_PROMPTS = "sharegpt:2"  # prompts of their own: the checks that read the model run on others (a fit records their ids)
 FIT_TOKENS = 24  # ~300 live steps over 7 policies: half a minute to a minute on a 2-core CPU
 MAX_MEDIAN_ERROR = 0.35  # a fit whose median |predicted / measured − 1| over its own steps is larger is not kept
 
@@ -72,6 +76,7 @@ class StepFit:
     n_steps: int = 0
     source: str = ""  # what the steps were decoded from (pair, prompts, policies)
     other_cores: float = math.nan  # cores other processes used while the steps were timed (`speed.load`)
+    prompts: list[str] = field(default_factory=list)  # the ids (`Prompt.key`) of the prompts the steps were decoded on
 
     def __post_init__(self):
         # a fit of the first form (a forward without the tree path's term, e.g. a GPU checklist's committed
@@ -205,11 +210,89 @@ def live_steps(models, prompts=None, policies: Sequence[str] = (), max_new_token
 def measure_fit(models, cost, source: str = "", **kwargs) -> StepFit:
     """`fit_steps` over `live_steps(models, **kwargs)`, with the load other processes put on the machine meanwhile
     (a fit taken on a busy machine is marked, and not kept in a cache: `StepFit.plausible`)."""
+    from spectree.prompts import parse_prompt_spec
     from spectree.speed.load import OtherLoad
 
     load = OtherLoad()
-    steps = live_steps(models, load=load, **kwargs)
-    return fit_steps(steps, cost, source, load.cores)
+    prompts = kwargs.pop("prompts", None) or FIT_PROMPTS
+    prompts = parse_prompt_spec(prompts) if isinstance(prompts, str) else list(prompts)
+    steps = live_steps(models, prompts, load=load, **kwargs)
+    fit = fit_steps(steps, cost, source, load.cores)
+    fit.prompts = [p.key for p in prompts]  # the fit's own prompts, which no check that reads it may score
+    return fit
+
+
+RATIO_PCT = "pct:ratio={:.4g},k=5,d_max=10"  # EDD's PCT: expansion width 5, maximum depth 10 (l.815–817)
+RATIO_ROUNDS, RATIO_TOLERANCE = 3, 0.05  # PCT rerun at the measured ratio until it moves less than this
+
+
+@dataclass
+class ConstructionRatio:
+    """s_d/s_t as EDD measures it (l.817–821: "the average time required for one forward pass of both target models
+    and draft models for PCT construction", 1.1 ms / 29.8 ms for its 7B pair): `draft_s`, the mean seconds of the
+    draft's forwards over the layers of live PCT trees, over `target_s`, the mean seconds of the target's forward
+    over those trees (`construction_forwards`); not t_draft(1) / t_target(1), one token each."""
+
+    ratio: float
+    draft_s: float
+    target_s: float
+    layers: int  # draft forwards averaged
+    trees: int  # target forwards averaged
+    rounds: list[float] = field(default_factory=list)  # the s_d/s_t PCT ran at in each round (first: one token's)
+    prompts: list[str] = field(default_factory=list)  # the ids (`Prompt.key`) of the prompts decoded
+    other_cores: float = math.nan  # cores other processes used meanwhile (`speed.load`)
+
+    @property
+    def plausible(self) -> bool:
+        """False when timed while other processes took CPU (over `load.BUSY_CORES`) or with nothing to average."""
+        from spectree.speed.load import BUSY_CORES
+
+        return not self.other_cores > BUSY_CORES and self.layers > 0 and self.trees > 0
+
+
+def construction_forwards(generations: Sequence[Sequence]) -> tuple[list[float], list[float]]:
+    """(seconds of every draft forward over a tree layer, of every target forward over a tree) in live generations
+    (each a list of `StepStats`), from every step but a generation's last: a step's draft forwards are its tree's
+    layers and then the catch-up over the tokens it committed (`StepStats.draft_forwards`, catch-up last), which
+    the last step does not make."""
+    layers: list[float] = []
+    trees: list[float] = []
+    for steps in generations:
+        for s in list(steps)[:-1]:
+            layers += [seconds for _, seconds in s.draft_forwards[:-1]]
+            trees.append(s.verify_forward_s)
+    return layers, trees
+
+
+def measure_construction(models, start: float, prompts=None, max_new_tokens: int = 0, seed: int = 0
+                         ) -> ConstructionRatio:
+    """EDD's s_d/s_t on this machine (`ConstructionRatio`): PCT (RATIO_PCT) decodes `prompts` (FIT_PROMPTS, prompts
+    of their own) live for `max_new_tokens` (2 × FIT_TOKENS) at s_d/s_t `start` (the cost model's one-token ratio),
+    then again at each measured ratio, since PCT's trees depend on it, until it moves less than RATIO_TOLERANCE or
+    after RATIO_ROUNDS rounds: the last ratio measured, with the load other processes put on the machine."""
+    from spectree.prompts import parse_prompt_spec
+    from spectree.speed.load import OtherLoad
+
+    prompts = prompts or FIT_PROMPTS
+    prompts = parse_prompt_spec(prompts) if isinstance(prompts, str) else list(prompts)
+    rounds, ratio, out = [], float(start), None
+    with OtherLoad() as load:
+        for _ in range(RATIO_ROUNDS):
+            rounds.append(round(ratio, 4))
+            spec = RATIO_PCT.format(ratio)
+            layers, trees = construction_forwards(
+                [live_steps(models, [p], [spec], max_new_tokens or 2 * FIT_TOKENS, seed) for p in prompts])
+            draft_s, target_s = (float(np.mean(x)) if x else math.nan for x in (layers, trees))
+            out = ConstructionRatio(draft_s / target_s, draft_s, target_s, len(layers), len(trees))
+            if not math.isfinite(out.ratio) or abs(out.ratio / ratio - 1) < RATIO_TOLERANCE:
+                break
+            ratio = out.ratio
+    out.rounds, out.prompts, out.other_cores = rounds, [p.key for p in prompts], load.cores
+    if not math.isfinite(out.ratio):  # no tree layer to average (PCT grew no tree past its root): one token's stands
+        warnings.warn(f"s_d/s_t: no PCT tree layer was timed ({out.layers} draft, {out.trees} target forwards); "
+                      f"the one-token ratio {start:.3g} stands")
+        out.ratio = float(start)
+    return out
 
 
 def to_json(fit: StepFit) -> str:

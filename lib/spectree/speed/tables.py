@@ -7,25 +7,25 @@ construction).
 
 Every policy decodes at every temperature: at T > 0 the sampling-safe ones draw their children without replacement
 and are verified by DySpec's Alg. 3, the others (EAGLE-2's rerank, DyJoint, C2T, PCT's leaf removal) are offered the
-draft's top-K, each child verified as a fixed proposal (`core.drafting.offer_sampling`; both χ²-tested).
-Comparisons are laid out as the papers make them: DySpec against SpecInfer-style sequences and Sequoia at the same
-node budget, Gunjur's methods against its baseline, chain speculative decoding with 4 tokens.
+draft's top-K, each child verified as a fixed proposal (`core.drafting.offer_sampling`; both χ²-tested); every row
+of Gunjur's table takes its top tokens as fixed proposals (its Alg. 1), its baseline chain too, so that one rule
+verifies that table. Comparisons are laid out as the papers make them: DySpec against SpecInfer-style sequences and
+Sequoia at the same node budget, Gunjur's methods against its baseline, chain speculative decoding with 4 tokens.
+The claims that judge them: `speed.speed_claims`.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional, Sequence
 
 import pandas as pd
 
-from spectree.analysis.claims import (MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, pooled,
-                                      pooled_difference, pooled_quotient)
-from spectree.analysis.sweep_claims import C2T_TABLE_2, DYSPEC_TABLES_1_2
+from spectree.analysis.claims import Evidence, bootstrap_rule, pooled_difference, pooled_quotient
 from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy
 from spectree.prompts import Prompt
-from spectree.speed.bench import HF, HF_PACKED, REFERENCES, Run, run_strategies, summarize_runs
+from spectree.speed.bench import HF, REFERENCES, Run, run_strategies, summarize_runs
 from spectree.strategies import C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching, Kary
 from spectree.strategies import NaiveWidth, Sequences, Sequoia, autoregressive
 
@@ -48,16 +48,19 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
     Sequoia get the same `budget` of draft tokens; Gunjur's B(H) trees go to `gunjur_depth` (the paper's 4: with a
     draft of high entropy B(H) = 7 at every node, 2,801 nodes a tree, past the CPU's node guard unless `gunjur_guard`
     raises it for them: `GUNJUR_PAPER_GUARD` admits the paper's depth-4 tree). Besides the papers' settings it times
-    three small trees, the sizes a CPU rewards on prepacked kernels (docs/decoder.md)."""
+    three small trees, the sizes a CPU rewards on prepacked kernels (docs/decoder.md). At T > 0 every row of Gunjur's
+    table (GUNJUR_SCATTER) follows one rule, its Alg. 1: the draft's top tokens, each verified as a fixed proposal
+    (matching the target's sample); so its baseline chain-4 is `kary:b=1,d=4,offer=top` and simple cutoff
+    `naive_width:k=1,d=10` (the entropy-cutoff chain), each the same tree as the chain under greedy decoding."""
     dyspec_K, dyspec_d = max(8, K), max(8, depth)  # DySpec caps neither (s2 l.152–156): the profile's, at least 8
     policies: dict[str, Policy] = {
         "AR (our loop)": autoregressive(),
         "chain-2": Chain(k=2),
-        "chain-4": Chain(k=4),
+        "chain-4": Kary(b=1, d=4, offer="top"),  # Gunjur's baseline: a chain of 4, its top token at T > 0 (Alg. 1)
         "chain-5": Chain(k=5),
         "static b=2 d=4": Kary(b=2, d=4, offer="top"),  # Gunjur's static tree: the top b, as its dynamic ones
         "VCT w=3 d=5": VCT(w=3, d=5),
-        "simple cutoff": Chain(k=10, stop="entropy", threshold=1.0),  # C2T Table 3: dynamic chains of at most 10
+        "simple cutoff": NaiveWidth(k=1, d=10, cutoff=1.0),  # Gunjur's: chain:k=10,stop=entropy, top-1 at T > 0
         "naive width": NaiveWidth(k=4, d=10, cutoff=1.0),  # Gunjur Fig. 5: simple cutoff's chain, top 4 at its end
         "DyMax chain": Chain(k=10, stop="dymax", threshold=0.3),
         "DyJoint chain": Chain(k=10, stop="dyjoint", threshold=0.08),
@@ -77,8 +80,17 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
         for label in ("dyn width only", "dyn width + depth"):
             policies[label].max_nodes = gunjur_guard
     if classifier:  # C2T's main tables: one TopK for both prunings (K per node scored, K per layer kept)
-        policies["C2T β=0.5"] = C2T(beta=0.5, K=K, d_max=depth, topk=K, classifier=classifier)
+        policies.update(c2t_rows(classifier, K, depth, (C2T_BETA,)))
     return policies
+
+
+C2T_BETA = 0.5  # the C2T row of every temperature's table; `c2t_rows` adds a β curve to the greedy run
+
+
+def c2t_rows(classifier: str, K: int = 8, depth: int = 6, betas: Sequence[float] = (C2T_BETA,)) -> dict[str, Policy]:
+    """'C2T β=X' → C2T at each β (TopK K for both prunings, as its main tables; without the second one the trees
+    outgrow the node guard here): the curve `speed_claims` reads at EAGLE-2's τ."""
+    return {f"C2T β={b:g}": C2T(beta=b, K=K, d_max=depth, topk=K, classifier=classifier) for b in betas}
 
 
 def speed_table(runs: list[Run]) -> pd.DataFrame:
@@ -157,7 +169,6 @@ def by_category(runs: list[Run]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
 
-GPU_SPEEDUPS = "EDD + PCT: 2.04×–3.62× walltime speedup on GPUs, 13B targets (EDD Table 2, l.616)"  # no CPU figure
 GUNJUR_PAPER_GUARD = 1 + 7 + 7 ** 2 + 7 ** 3 + 7 ** 4  # B(H) ≤ 7 to "a fixed depth of four" (s1 l.131, l.143)
 GUNJUR_BASELINE = "chain-4"  # Gunjur et al.'s baseline: speculative decoding without tree batches, 4 tokens
 GUNJUR_ROWS = {"Baseline": GUNJUR_BASELINE, "Static": "static b=2 d=4", "Simple cutoff": "simple cutoff",
@@ -210,14 +221,14 @@ def dyspec_layout(tables: dict[float, pd.DataFrame], budget: int = 32) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-_COUNTS = ["n_tokens", "seconds", "forwards", "tau_sum", "gamma_sum", "draft_s", "verify_s", "tree_s"]
+_COUNTS = ["n_tokens", "seconds", "forwards", "tau_sum", "gamma_sum", "draft_s", "verify_s", "tree_s", "priced_s"]
 
 
 def prompt_rows(runs: list[Run]) -> pd.DataFrame:
     """One row per (method, prompt), labelled by `speed_table`'s method names: its counts and seconds summed over
     the repeats, so that a bootstrap over the rows resamples prompts (a pooled rate Σ num / Σ den is unchanged)."""
     df = pd.DataFrame([r.__dict__ for r in runs]).assign(n_tokens=lambda d: d.tokens.map(len))
-    df = df.groupby(["strategy", "prompt"], sort=False)[_COUNTS].sum().reset_index()
+    df = df.groupby(["strategy", "prompt"], sort=False)[_COUNTS].sum(min_count=1).reset_index()  # unpriced: NaN
     return df.assign(method=df.strategy.map(lambda s: REFERENCES.get(s, s)))
 
 
@@ -236,74 +247,7 @@ def versus(rows: pd.DataFrame, a: str, b: str, num: str, den: str, bar: float, w
                           bar, what, above=above, strict=strict)
 
 
-def speed_claims(runs: dict[float, list[Run]], budget: int = 32) -> list[dict[str, Any]]:
-    """The papers' speed claims from the per-prompt runs of each temperature (`run_strategies`), on the greedy
-    runs (the lowest temperature); tree construction's share is judged at every temperature, since sampling
-    children costs more than taking the top-k. Each rate is pooled over prompts (Σ tokens / Σ seconds, Σ τ /
-    Σ forwards, …, as `speed_table` prints it) with a 95% paired bootstrap interval over the prompts (at least
-    `claims.MIN_PROMPTS`); the best strategy is the one with the highest pooled speedup."""
-    tables = {temp: speed_table(r) for temp, r in runs.items()}
-    greedy, table = prompt_rows(runs[min(runs)]), tables[min(tables)]
-    t = table.set_index("method")
-    spec = t.drop(index=[*REFERENCES.values(), "AR (our loop)"], errors="ignore")  # our decoder's strategies
-    best = spec.speedup.idxmax()
-    out = [claim("best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)", GPU_SPEEDUPS,
-                 f"{best}: {spec.speedup.max():.2f}×",
-                 versus(greedy, best, REFERENCES[HF], "n_tokens", "seconds", 1.3, f"tokens/s of {best} ÷ HF's"),
-                 goal="≥ 1.3× (issue goal)")]
-    same = spec.get("speedup_same_kernels", pd.Series(dtype=float))
-    if same.notna().any():  # the same bar with the kernels' own gain taken out
-        out.append(claim("best strategy ≥ 1.3× HF generate on the same kernels (speculation alone)",
-                         GPU_SPEEDUPS, f"{same.idxmax()}: {same.max():.2f}×",
-                         versus(greedy, same.idxmax(), REFERENCES[HF_PACKED], "n_tokens", "seconds", 1.3,
-                                 f"tokens/s of {same.idxmax()} ÷ HF's on our kernels"), goal="≥ 1.3× (issue goal)"))
-    decoded = [f for r in runs.values() for m, f in prompt_rows(r).groupby("method")
-               if m not in REFERENCES.values()]
-    tree = all_of([bootstrap_rule([f.tree_s, f.seconds], pooled, 0.05, "tree construction's share", above=False)
-                   for f in decoded], "95% paired bootstrap interval of tree construction's share ≤ 0.05, "
-                                      f"n ≥ {MIN_PROMPTS} prompts, for every policy at every temperature")
-    frac = pd.concat({temp: tab.set_index("method").tree_frac for temp, tab in tables.items()})  # (T, method)
-    worst_t, worst = frac.idxmax()
-    out.append(claim("tree construction ≤ 5% of decoding time for every policy",
-                     "DySpec's tree construction (C++) < 2% of total execution time (DySpec §5.2, Fig. 4; Llama2 "
-                     "68M/7B, 68M/13B)", f"max {100 * frac.max():.1f}% ({worst}, T = {worst_t:g})", tree,
-                     goal="≤ 5% (ours: Python construction, every policy)"))
-    e2, c2t = f"EAGLE-2 N={budget + 1}", "C2T β=0.5"
-    if e2 in t.index and c2t in t.index:
-        ratio = t.loc[c2t, "gamma"] / t.loc[e2, "gamma"]
-        out.append(claim("C2T keeps EAGLE-2's τ with 75–80% of its γ", C2T_TABLE_2,
-                         f"τ {t.loc[c2t, 'tau']:.2f} vs {t.loc[e2, 'tau']:.2f}, γ {100 * ratio:.0f}%",
-                         all_of([versus(greedy, c2t, e2, "tau_sum", "forwards", 0.97, "τ(C2T) ÷ τ(EAGLE-2)"),
-                                 versus(greedy, c2t, e2, "gamma_sum", "forwards", 0.85, "γ(C2T) ÷ γ(EAGLE-2)",
-                                         above=False)]), goal="τ ≥ 97% and γ ≤ 85% of EAGLE-2's (ours)"))
-    for temp, tab in tables.items():  # Gunjur (T = 0.4 in the paper) and DySpec (T = 0 and 0.6) at every temperature
-        out += temperature_claims(tab, prompt_rows(runs[temp]), temp, budget)
-    return out
-
-
-def temperature_claims(table: pd.DataFrame, rows: pd.DataFrame, temp: float, budget: int) -> list[dict[str, Any]]:
-    """Gunjur's Fig. 2 claim and DySpec's Tables 1–2 claim on one temperature's run."""
-    t, out, at = table.set_index("method"), [], f" (T = {temp:g})"
-    gun = gunjur_table(table).set_index("method")
-    if {"Dyn width only", "Static"} <= set(gun.index):
-        others = [m for m in GUNJUR_ROWS.values() if m in t.index and m != "dyn width only"]
-        out.append(claim("Gunjur: dyn width only saves the most time against chain-4 (7.16% vs static 2.3%)" + at,
-                         "avg time savings vs baseline: static tree 2.3%, simple cutoff 4.43%, dyn width + depth "
-                         "6.65%, dyn width only 7.16% (Fig. 2; T = 0.4)",
-                         f"{gun.loc['Dyn width only', 'time_saved_pct']:.1f}% vs "
-                         f"{gun.loc['Static', 'time_saved_pct']:.1f}%",
-                         all_of([versus(rows, "dyn width only", m, "n_tokens", "seconds", 1.0,
-                                         "tokens/s of dyn width only ÷ the other's", strict=True) for m in others],
-                                "95% paired bootstrap interval of tokens/s of dyn width only ÷ each other Gunjur "
-                                f"method > 1, n ≥ {MIN_PROMPTS} prompts")))
-    ds, si = f"DySpec m={budget}", f"SpecInfer-style m={budget}"
-    if {ds, si} <= set(t.index):
-        out.append(claim(f"DySpec: more tokens per step than SpecInfer-style trees of the same budget{at}",
-                         DYSPEC_TABLES_1_2, f"{t.loc[ds, 'tau']:.2f} vs {t.loc[si, 'tau']:.2f}",
-                         versus(rows, ds, si, "tau_sum", "forwards", 0.0, "τ(DySpec) − τ(SpecInfer-style)",
-                                 quotient=False, strict=True)))
-    return out
-
-
-__all__ = ["speed_strategies", "equal_budget_sequences", "speed_table", "best_tree", "head_reference", "saved_best_tree",
-           "per_prompt", "by_category", "gunjur_table", "GUNJUR_PAPER_GUARD", "wasted_passes", "GUNJUR_SCATTER", "gunjur_per_prompt", "dyspec_layout", "speed_claims", "temperature_claims"]
+__all__ = ["speed_strategies", "C2T_BETA", "c2t_rows", "equal_budget_sequences", "speed_table", "best_tree",
+           "head_reference", "saved_best_tree", "per_prompt", "by_category", "gunjur_table", "GUNJUR_PAPER_GUARD",
+           "GUNJUR_BASELINE", "GUNJUR_ROWS", "wasted_passes", "GUNJUR_SCATTER", "gunjur_per_prompt", "dyspec_layout",
+           "prompt_rows", "aligned", "versus"]

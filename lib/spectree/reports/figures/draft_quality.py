@@ -32,3 +32,25 @@ def plot_acceptance_by_position(table: pd.DataFrame, ax: Optional[Axes] = None) 
     ax.set_ylabel("top-1 agreement with the target")
     ax.set_xlabel("draft position (given the earlier positions right)")
     return ax
+
+
+def plot_arm_agreement(arms: pd.DataFrame, tolerance: float, ax: Optional[Axes] = None) -> Axes:
+    """The position-1 agreement of every draft arm (`analysis.draft_arms.arm_table`: columns pair, role, top1),
+    each draft once, against the band a comparison's base arm must reach (the shipped EDD's ± `tolerance`)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    drafts = arms.drop_duplicates("pair")
+    shipped = drafts[drafts.role == "shipped EDD"].top1
+    arms = drafts[drafts.role != "shipped EDD"]
+    names = arms.pair.str.rsplit(":", n=1).str[-1]
+    ax.barh(names, arms.top1, color=["tab:blue" if r == "base arm" else "tab:gray" for r in arms.role])
+    for level in shipped:
+        ax.axvspan(level - tolerance, level + tolerance, color="tab:green", alpha=0.2)
+        ax.axvline(level, color="tab:green", label=f"shipped EDD ± {tolerance:g}")
+    ax.set_xlim(0, 1)
+    ax.invert_yaxis()
+    ax.set_xlabel("top-1 agreement at draft position 1 (blue: a base arm)")
+    ax.set_title("Can the draft arms carry a verdict? (EDD Table 3, Fig. 5)")
+    if len(shipped):
+        ax.legend(*[h[:1] for h in ax.get_legend_handles_labels()], loc="lower right")
+    return ax

@@ -83,10 +83,14 @@ def _match_long(top1: pd.DataFrame) -> pd.DataFrame:
                      ignore_index=True)
 
 
+ENTROPY_AXIS = "draft entropy (full vocabulary, nats)"  # when the caller does not say which distribution's
+
+
 def plot_entropy_match(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Optional[float],
-                       paper_cutoff: float, min_count: int) -> Figure:
+                       paper_cutoff: float, min_count: int, entropy_label: str = ENTROPY_AXIS) -> Figure:
     """Left: entropy histograms of matched vs mismatched top-1 draft tokens; right: match rate per bin
-    with the 0.5 line, our crossover and the paper's cutoff."""
+    with the 0.5 line, our crossover and the paper's cutoff. `entropy_label` names the entropy binned
+    (`analysis.entropy_match.entropy_label`: the logits' at T = 1, or the distribution's drawn from at T)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
     long = _match_long(top1)
     edges = np.asarray(MATCH_EDGES)
@@ -95,7 +99,7 @@ def plot_entropy_match(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Optio
     sns.histplot(long, x="entropy", hue="label", weights="weight", bins=list(edges), element="step", ax=left,
                  palette=MATCH_COLORS, hue_order=list(MATCH_COLORS))
     left.set_xlim(0, top)
-    left.set_xlabel("entropy of the distribution drafted from (full vocabulary, nats)")
+    left.set_xlabel(entropy_label, fontsize=8)
     left.set_ylabel("tokens")
     left.set_title(f"Gunjur Fig. 1: {len(top1):,} drafted tokens ({top1.accept.sum():,.0f} matched)", fontsize=9)
     ok = rates[rates["count"] >= min_count]
@@ -107,7 +111,7 @@ def plot_entropy_match(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Optio
         right.axvline(crossover, color=MATCH_COLORS["mismatched"], lw=1.5, label=f"our crossover {crossover:.2f}")
     right.set_xlim(0, top)
     right.set_ylim(0, 1)
-    right.set_xlabel("draft entropy (nats)")
+    right.set_xlabel(entropy_label, fontsize=8)
     right.set_ylabel("share of matched tokens")
     right.set_title("mismatch likelier than match below the 0.5 line", fontsize=9)
     right.legend(fontsize=7)
@@ -115,7 +119,7 @@ def plot_entropy_match(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Optio
 
 
 def plotly_entropy_match(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Optional[float],
-                         paper_cutoff: float) -> go.Figure:
+                         paper_cutoff: float, entropy_label: str = ENTROPY_AXIS) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, subplot_titles=["tokens per entropy bin", "match rate"])
     centres = (rates.lo + rates.hi) / 2
     for label in MATCH_COLORS:
@@ -129,5 +133,5 @@ def plotly_entropy_match(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Opt
         fig.add_vline(x=crossover, line_color=MATCH_COLORS["mismatched"], row=1, col=2)
     fig.update_layout(barmode="overlay", height=450, width=1200,
                       title=f"Entropy of matched vs mismatched draft tokens (Gunjur Fig. 1), {len(top1):,} tokens")
-    fig.update_xaxes(title_text="entropy of the distribution drafted from (nats, full vocabulary)")
+    fig.update_xaxes(title_text=entropy_label)
     return fig

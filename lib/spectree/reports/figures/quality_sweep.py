@@ -1,5 +1,5 @@
-"""Figures of the draft-quality sweep (notebook 11, `reports.quality`): readings and projected speed as functions
-of the draft's top-1 agreement."""
+"""Figures of the draft-quality sweep (notebook 11, `reports.quality`, `reports.projection`): readings and projected
+speed as functions of the draft's top-1 agreement."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -10,13 +10,13 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 
-def plot_readings(readings: pd.DataFrame, paper_regime: float = 0.7) -> Figure:
-    """Small multiples: each 04–07 reading (`quality.readings_table`) against top-1 agreement, one panel each; the
-    papers' drafts sit at agreement ≥ `paper_regime` (shaded)."""
+def plot_readings(readings: pd.DataFrame, papers: tuple[float, float] = (0.55, 0.85)) -> Figure:
+    """Small multiples: each 04–07 reading (`quality_readings.readings_table`) against top-1 agreement, one panel
+    each; the papers' drafts agree within `papers` (shaded: `quality_readings.PAPERS_AGREEMENT`)."""
     g = sns.relplot(readings, x="agreement", y="value", col="reading", col_wrap=3, kind="line", marker="o",
                     facet_kws={"sharey": False}, height=2.6, aspect=1.3)
     for ax in g.axes.flat:
-        ax.axvspan(paper_regime, 1.0, color="0.9", zorder=0)
+        ax.axvspan(*papers, color="0.9", zorder=0)
         ax.axhline(0.0, color="k", lw=0.6, ls=":")
     g.set_titles("{col_name}", size=9)
     g.set_axis_labels("top-1 agreement at draft position 1", "")
@@ -25,7 +25,7 @@ def plot_readings(readings: pd.DataFrame, paper_regime: float = 0.7) -> Figure:
 
 
 def plot_projected(best: pd.DataFrame, lines: Sequence[float] = (1.3, 2.0)) -> Figure:
-    """The best projected speedup of each family (`quality.best_by_family`) against top-1 agreement, with the
+    """The best projected speedup of each family (`projection.best_by_family`) against top-1 agreement, with the
     speedup lines; the right panel gives γ of the best tree of all families at each agreement."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2, 1]})
     sns.lineplot(best, x="agreement", y="speedup", hue="family", marker="o", ax=left)

@@ -17,7 +17,8 @@ ORDER_COLORS = {"original": "#c0504d", "dfs": "#1f4e79"}
 
 def plot_block_counts(random_summary: pd.DataFrame, logged_summary: pd.DataFrame, block: int = BLOCK) -> Figure:
     """Left: non-zero tiles against tree size for random trees (DySpec Table 5); right: against prefix
-    length for logged trees (DySpec Fig. 9). Original (BFS) vs DFS order."""
+    length for logged trees (DySpec Fig. 9). The original order (the order a tree was generated in: heap pop order
+    for the random trees, DySpec Alg. 1's; our drafting's layer-by-layer order for the logged ones) vs DFS order."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
     for ax, table, x in ((left, random_summary, "nodes"), (right, logged_summary, "prefix")):
         for order in ("original", "dfs"):

@@ -40,13 +40,18 @@ NAMES = {"eagle2": "EAGLE-2", "c2t": "C2T", "pct": "PCT", "cape": "CAPE", "vct":
 
 def series(table: pd.DataFrame) -> pd.Series:
     """One curve label per sweep row: the strategy's paper name; C2T split by its second pruning
-    ("C2T w/o topK", "C2T topK 15", as in C2T Fig. 4), chains by their stop rule."""
+    ("C2T w/o topK", "C2T topK 15", as in C2T Fig. 4), chains by their stop rule, PCT by its s_d/s_t, DySpec into
+    Alg. 1 uncapped (K = m) and capped."""
     def label(row: Any) -> str:
-        base = NAMES.get(row["name"], row["name"])
+        base, params = NAMES.get(row["name"], row["name"]), row["params"]
         if row["name"] == "c2t":
-            topk = row["params"].get("topk", 0)
+            topk = params.get("topk", 0)
             return f"{base} topK {topk}" if topk else f"{base} w/o topK"
-        stop = row["params"].get("stop", "none")
+        if row["name"] == "pct" and params.get("ratio") is not None:
+            return f"{base} s_d/s_t {params['ratio']:g}"
+        if row["name"] == "dyspec":
+            return f"{base} uncapped" if params.get("K", 8) >= params.get("m", 64) else f"{base} K {params.get('K', 8)}"
+        stop = params.get("stop", "none")
         return f"{base} ({stop})" if row["name"] == "chain" and stop != "none" else base
     return table.apply(label, axis=1) if len(table) else pd.Series([], dtype=str)
 

@@ -331,17 +331,25 @@ def seed_readings(log_cfg, prompts: str, seeds: Sequence[int], points: pd.DataFr
     """The claims' units: one classifier per seed, trained by C2T's recipe (`cfg` with that seed: initial weights,
     the negatives drawn each epoch) on the same trees (`trained_classifier`: the logbook's first half of prompts;
     the rest picks the epoch), and its `surface_readings` over `points` and a grid×grid mesh. One row per seed,
-    with the epoch kept and its held-out recall."""
-    rows = []
-    for seed in seeds:
-        path, _ = trained_classifier(log_cfg, prompts, replace(cfg, seed=int(seed)))
-        history = training_history(path.stem)
-        chosen = history[history.chosen] if len(history) else history
-        rows.append({"seed": int(seed), "classifier": path.stem,
-                     "epoch": int(chosen.epoch.iloc[0]) if len(chosen) else None,
-                     "recall": float(chosen.recall.iloc[0]) if len(chosen) else math.nan,
-                     **surface_readings(load_classifier(path), points, grid)})
-    return pd.DataFrame(rows)
+    with the epoch kept and its held-out recall. The seeds train in `core.workers` processes (untimed, each
+    independent of the others), on the logbook written once here first."""
+    from spectree.core.workers import map_jobs
+    from spectree.replay.logbook import notebook_logbook
+
+    notebook_logbook(prompts, log_cfg)  # before the workers: none of them logs it
+    jobs = [(log_cfg, prompts, replace(cfg, seed=int(seed)), points, grid) for seed in seeds]
+    return pd.DataFrame(map_jobs(_seed_row, jobs, desc="classifier seeds"))
+
+
+def _seed_row(log_cfg, prompts: str, cfg: ClassifierTraining, points: pd.DataFrame, grid: int) -> dict:
+    """One seed's row of `seed_readings` (a module-level job for `core.workers`)."""
+    path, _ = trained_classifier(log_cfg, prompts, cfg)
+    history = training_history(path.stem)
+    chosen = history[history.chosen] if len(history) else history
+    return {"seed": cfg.seed, "classifier": path.stem,
+            "epoch": int(chosen.epoch.iloc[0]) if len(chosen) else None,
+            "recall": float(chosen.recall.iloc[0]) if len(chosen) else math.nan,
+            **surface_readings(load_classifier(path), points, grid)}
 
 
 def training_history(name: str) -> pd.DataFrame:

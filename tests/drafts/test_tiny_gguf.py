@@ -34,9 +34,21 @@ def test_tiny_gguf_roundtrip_matches_logits(tiny_gguf):
     assert (expected - got).abs().max().item() < 1e-5
 
 
-def test_tiny_gguf_loads_through_load_gguf_with_tokenizer(tiny_gguf):
+def test_tiny_gguf_loads_through_load_gguf_with_tokenizer(tiny_gguf, monkeypatch):
+    """...its header parsed once for the check, the config, the weights and the tokenizer (`gguf.one_parse`)."""
+    import gguf
+
+    parsed = []
+
+    class Counting(gguf.GGUFReader):
+        def __init__(self, *args, **kwargs):
+            parsed.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
     path, ref = tiny_gguf
     model, tok = load_gguf(path)
+    assert len(parsed) == 1 and gguf.GGUFReader is Counting
     assert (tok.bos_token_id, tok.eos_token_id) == (BOS_ID, EOS_ID)
     ids = tok("the cat sat on a mat").input_ids
     assert ids[0] == BOS_ID and all(0 <= i < ref.config.vocab_size for i in ids)

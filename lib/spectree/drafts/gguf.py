@@ -9,8 +9,10 @@ import hashlib
 import importlib.util
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -81,15 +83,40 @@ def check_gguf(path: Path) -> None:
 
 
 def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load (and dequantise) a GGUF file through transformers' own `from_pretrained(..., gguf_file=...)`."""
-    check_gguf(path)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
-        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    except (ValueError, KeyError, OSError) as err:  # e.g. an architecture transformers' GGUF loader does not read
-        raise SpectreeError(f"cannot load {path}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-                            ) from err
+    """Load (and dequantise) a GGUF file through transformers' own `from_pretrained(..., gguf_file=...)`, its
+    header parsed once (`one_parse`)."""
+    with one_parse():
+        check_gguf(path)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+            tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        except (ValueError, KeyError, OSError) as err:  # e.g. an architecture transformers' GGUF loader does not read
+            raise SpectreeError(f"cannot load {path}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+                                ) from err
     return model, tok
+
+
+@contextmanager
+def one_parse() -> Iterator[None]:
+    """Inside this block every `gguf.GGUFReader` of one file is the first one made. The check and transformers'
+    loader (config, weights, tokenizer: each `from gguf import GGUFReader` and a new reader) would otherwise parse
+    the header four times, about 6 s each for SmolLM2's 49k-token vocabulary on the 2-core host: a reader only
+    reads its memory-mapped file, so one serves them all."""
+    import gguf
+
+    made, original = {}, gguf.GGUFReader
+
+    def reader(path, mode: str = "r"):
+        key = (str(Path(path).resolve()), mode)
+        if key not in made:
+            made[key] = original(path, mode)
+        return made[key]
+
+    gguf.GGUFReader = reader
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = original
 
 
 def cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out: Path) -> Path:
@@ -109,4 +136,4 @@ def cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out:
 
 
 __all__ = ["GGUF_MAGIC", "PackagedGGUF", "cache_dequantised", "check_gguf", "gguf_cache_name", "gguf_source",
-           "is_gguf_file", "load_gguf", "packaged_gguf_path"]
+           "is_gguf_file", "load_gguf", "one_parse", "packaged_gguf_path"]

@@ -6,7 +6,8 @@ drafts, package versions, the content of prompt files its parameters name) are t
 recorded in figures/<notebook>/.inputs.json; otherwise it reruns, saying which inputs changed; `--force` reruns it
 anyway. `--pair PAIR` runs every notebook on that pair (its `pair` parameter, or `pairs` = [PAIR]), `--set
 [NOTEBOOK.]KEY=VALUE` overrides any parameter; both are part of the parameters a run's manifest records, so a run on
-another pair never counts as current. Each kernel runs over IPC rather than TCP (`kernel_manager_class`), and
+another pair never counts as current. Each kernel runs over IPC rather than TCP (`notebook_kernel`); a profile's
+`run_all:` settings (`RunSettings`) may run every notebook in one shared kernel and set the worker processes, and
 papermill's warnings about parameters the notebook declares are dropped (`DeclaredParameters`): a run prints its
 progress bar, the table of notebooks, where the results are and its slowest cells (every executed cell's seconds in
 figures/cell_times.csv: where a profile's time goes). Called by run_all.sh.
@@ -15,24 +16,26 @@ from __future__ import annotations
 
 import argparse
 import ast
-import functools
 import html
 import json
 import logging
 import os
 import time
-import uuid
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Optional
 
 import yaml
 from tqdm.auto import tqdm
 
 from spectree.core.errors import SpectreeError
+from spectree.core.workers import ENV as WORKERS_ENV
 from spectree.core.manifest import file_digest, reuse_or_rebuild
 from spectree.core.paths import atomic_write_text, data_dir, figures_dir, home
 from spectree.analysis.claims import BAR, verdict_text
+from spectree.reports.notebook_kernel import SharedKernel, kernel_manager_class
 from spectree.reports.param_types import check_type
 from spectree.reports.result_figures import copies_text
 from spectree.reports.results import (EARLIER, REFERENCE_PROFILE, claims_of, headline, load_summary, quality_readings,
@@ -44,10 +47,39 @@ PACKAGES = ("torch", "transformers", "numpy")  # the packages whose versions can
 PROMPT_PARAMS = ("prompts", "dataset")  # notebook parameters that hold a prompt spec (`dataset` with `n_prompts`)
 
 
-def profile_params(profile: str) -> dict[str, dict]:
+RUN_KEY = "run_all"  # a profile file's settings of the run itself, beside its notebooks' parameters
+
+
+def profile_file(profile: str) -> dict:
     if profile not in PROFILES:
         raise SpectreeError(f"unknown profile '{profile}': use one of {PROFILES}")
     return yaml.safe_load((home() / "params" / f"{profile}.yaml").read_text()) or {}
+
+
+def profile_params(profile: str) -> dict[str, dict]:
+    """{notebook stem: its parameters} of a profile."""
+    return {k: v for k, v in profile_file(profile).items() if k != RUN_KEY}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a profile's notebooks are run (its file's `run_all:` mapping): `kernel` "fresh" (one kernel per notebook)
+    or "shared" (`notebook_kernel.SharedKernel`: one for the run, reset between notebooks); `workers` sets
+    $SPECTREE_WORKERS for the run (`core.workers`: 1 keeps untimed work in the kernel, where a pool's start-up
+    would cost more than small jobs gain); None leaves it as it is."""
+
+    kernel: str = "fresh"
+    workers: Optional[int] = None
+
+
+def run_settings(profile: str) -> RunSettings:
+    found = profile_file(profile).get(RUN_KEY) or {}
+    unknown = set(found) - {f.name for f in fields(RunSettings)}
+    if unknown or found.get("kernel", "fresh") not in ("fresh", "shared") or not (
+            found.get("workers") is None or isinstance(found["workers"], int) and found["workers"] >= 1):
+        raise SpectreeError(f"params/{profile}.yaml: bad {RUN_KEY} settings {found!r}: use kernel: fresh|shared and "
+                            f"workers: a whole number >= 1")
+    return RunSettings(**found)
 
 
 # notebook parameters `--pair` sets: the pair, and no reference rows (another draft of the shipped target: `--set
@@ -197,48 +229,11 @@ def declared_parameters(notebook: Path):
         logger.removeFilter(quiet)
 
 
-IPC_PATH_MAX = 100  # bytes: a Unix socket's path must fit sockaddr_un.sun_path (108 on Linux, 104 on macOS)
-
-
-@functools.cache
-def kernel_manager_class() -> type:
-    """The kernel manager papermill (nbclient) starts each notebook's kernel with: jupyter_client's
-    AsyncKernelManager over IPC transport (Unix sockets) instead of TCP on localhost, where ipykernel warns that
-    the unencrypted traffic could be read by anyone on the machine. As Jupyter's own server does, the connection
-    file goes into Jupyter's runtime directory (private to the user) and the sockets beside it
-    (`<runtime>/kernel-<id>-ipc-<n>`), removed at shutdown with the file. TCP where zmq has no IPC (Windows) or
-    the sockets' path would be too long for one (a runtime directory deep down, IPC_PATH_MAX). No interrupt at
-    shutdown (see `_async_interrupt_kernel`)."""
-    import zmq
-    from jupyter_client import AsyncKernelManager
-    from jupyter_core.paths import jupyter_runtime_dir
-    from jupyter_core.utils import ensure_dir_exists
-    from traitlets import default
-
-    class IPCKernelManager(AsyncKernelManager):
-        @default("transport")
-        def _transport_default(self) -> str:
-            sockets = os.path.splitext(self.connection_file)[0] + "-ipc-99"
-            return "ipc" if zmq.has("ipc") and len(os.fsencode(sockets)) <= IPC_PATH_MAX else "tcp"
-
-        @default("connection_file")
-        def _connection_file_default(self) -> str:
-            runtime = jupyter_runtime_dir()
-            ensure_dir_exists(runtime, 0o700)
-            return os.path.join(runtime, f"kernel-{uuid.uuid4()}.json")
-
-        async def _async_interrupt_kernel(self) -> None:
-            # no SIGINT before the shutdown request: after the last cell it can only land in an idle handler and
-            # print "KeyboardInterrupt caught in kernel" (a race); the request, then a kill, stop a busy kernel anyway
-            if not self.shutting_down:
-                await super()._async_interrupt_kernel()
-
-    return IPCKernelManager
-
-
-def run_notebook(name: str, profile: str, params: dict, force: bool, run: dict | None = None) -> tuple[str, float]:
+def run_notebook(name: str, profile: str, params: dict, force: bool, run: dict | None = None,
+                 kernel: SharedKernel | None = None) -> tuple[str, float]:
     """Run one notebook unless its results are current; returns ("ran" | "current", seconds). `run` (profile,
-    commit, date, host: `results.stamp`) is recorded beside a successful run's outputs for later RESULTS.md files."""
+    commit, date, host: `results.stamp`) is recorded beside a successful run's outputs for later RESULTS.md files.
+    `kernel`: run it in that shared kernel (reset first), else in a fresh one."""
     import papermill
 
     # papermill's parameter-cell parser warns "Unable to parse line" at any line with two '=' — every policy spec
@@ -257,10 +252,13 @@ def run_notebook(name: str, profile: str, params: dict, force: bool, run: dict |
     def execute() -> tuple[str, float]:
         start = time.perf_counter()
         executed = out_dir / f"{stem}.ipynb"
+        shared = {} if kernel is None else {"km": kernel.km}
+        if kernel is not None:
+            kernel.reset()
         with declared_parameters(notebook):
             papermill.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name="python3",
                                        cwd=str(home()), progress_bar=False,
-                                       kernel_manager_class=kernel_manager_class())
+                                       kernel_manager_class=kernel_manager_class(), **shared)
         export_html(executed, report)
         seconds = time.perf_counter() - start
         if run is not None:
@@ -388,11 +386,19 @@ def main(argv: list[str] | None = None) -> int:
         check_pair_name(args.pair)  # one clear error before any notebook runs
     run = stamp(args.profile, " ".join(([f"--pair {args.pair}"] if args.pair is not None else [])
                                        + [f"--set {item}" for item in args.sets]))
+    settings = run_settings(args.profile)
+    if settings.workers is not None:
+        os.environ[WORKERS_ENV] = str(settings.workers)  # inherited by every kernel and its workers
+    kernel = SharedKernel() if settings.kernel == "shared" else None
     rows = []
-    for name in tqdm(names, desc=f"notebooks ({args.profile})", unit="notebook"):
-        values = notebook_params(name, params.get(Path(name).stem, {}), args.pair, sets)
-        status, seconds = run_notebook(name, args.profile, values, args.force, run)
-        rows.append({"notebook": name, "status": status, "seconds": seconds})
+    try:
+        for name in tqdm(names, desc=f"notebooks ({args.profile})", unit="notebook"):
+            values = notebook_params(name, params.get(Path(name).stem, {}), args.pair, sets)
+            status, seconds = run_notebook(name, args.profile, values, args.force, run, kernel)
+            rows.append({"notebook": name, "status": status, "seconds": seconds})
+    finally:
+        if kernel is not None:
+            kernel.close()
     ran = {r["notebook"] for r in rows}
     earlier = [{"notebook": n, "status": EARLIER, "seconds": 0.0} for n in args.notebooks if n not in ran]
     shown = [r for r in earlier if any((figures_dir() / Path(r["notebook"]).stem / f).exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -142,14 +143,15 @@ def test_shutting_a_kernel_down_sends_it_no_interrupt(runtime):
 
 
 def test_a_shared_kernel_runs_every_notebook_in_one_process_with_nothing_left_over(tmp_path, monkeypatch, runtime):
-    """A profile with `run_all: {kernel: shared, workers: 1}` runs its notebooks in one kernel (one process id), the
+    """A profile with `run_all: {kernel: shared, workers: 1, timing: smoke}` runs its notebooks in one kernel (one process id), the
     namespace reset between them (the second does not see the first's names; its injected parameters are its own),
-    $SPECTREE_WORKERS set for them, and the kernel shut down at the end (no socket left)."""
+    $SPECTREE_WORKERS and $SPECTREE_TIMING set for them, and the kernel shut down at the end (no socket left)."""
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
-    monkeypatch.delenv("SPECTREE_WORKERS", raising=False)
+    for name in ("SPECTREE_WORKERS", "SPECTREE_TIMING"):
+        monkeypatch.delenv(name, raising=False)
     body = ("import json, os\nos.makedirs('figures/{stem}', exist_ok=True)\n"
             "json.dump({{'pid': os.getpid(), 'n': n, 'leftover': 'left_by_first' in globals(),"
-            " 'workers': os.environ.get('SPECTREE_WORKERS')}}, open('figures/{stem}/summary.json', 'w'))\n"
+            " 'workers': os.environ.get('SPECTREE_WORKERS'), 'timing': os.environ.get('SPECTREE_TIMING')}}, open('figures/{stem}/summary.json', 'w'))\n"
             "left_by_first = 1\n")
     for stem in ("00_first", "01_second"):
         nb = nbformat.read(tiny_notebook(tmp_path / "notebooks" / f"{stem}.ipynb"), as_version=4)
@@ -157,14 +159,15 @@ def test_a_shared_kernel_runs_every_notebook_in_one_process_with_nothing_left_ov
         nbformat.write(nb, tmp_path / "notebooks" / f"{stem}.ipynb")
     (tmp_path / "params").mkdir()
     (tmp_path / "params" / "quick.yaml").write_text(yaml.safe_dump({
-        "run_all": {"kernel": "shared", "workers": 1}, "00_first": {"n": 1}, "01_second": {"n": 2}}))
+        "run_all": {"kernel": "shared", "workers": 1, "timing": "smoke"}, "00_first": {"n": 1}, "01_second": {"n": 2}}))
     assert runner.main(["--notebooks", "00_first.ipynb", "01_second.ipynb", "--profile", "quick"]) == 0
     first, second = (json.loads((tmp_path / "figures" / s / "summary.json").read_text())
                      for s in ("00_first", "01_second"))
     assert first["pid"] == second["pid"] and (first["n"], second["n"]) == (1, 2)
     assert not first["leftover"] and not second["leftover"]
-    assert first["workers"] == second["workers"] == "1"
+    assert first["workers"] == second["workers"] == "1" and first["timing"] == second["timing"] == "smoke"
     assert not list(runtime.iterdir())
+    assert "SPECTREE_TIMING" not in os.environ and "SPECTREE_WORKERS" not in os.environ  # set for the run alone
     (tmp_path / "params" / "quick.yaml").write_text(yaml.safe_dump({"run_all": {"kernel": "one"}}))
     with pytest.raises(runner.SpectreeError, match="bad run_all settings"):
         runner.run_settings("quick")

@@ -25,13 +25,14 @@ from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import yaml
 from tqdm.auto import tqdm
 
 from spectree.core.errors import SpectreeError
 from spectree.core.workers import ENV as WORKERS_ENV
+from spectree.speed.stepmodel import TIMING_ENV
 from spectree.core.manifest import file_digest, reuse_or_rebuild
 from spectree.core.paths import atomic_write_text, data_dir, figures_dir, home
 from spectree.analysis.claims import BAR, verdict_text
@@ -66,19 +67,41 @@ class RunSettings:
     """How a profile's notebooks are run (its file's `run_all:` mapping): `kernel` "fresh" (one kernel per notebook)
     or "shared" (`notebook_kernel.SharedKernel`: one for the run, reset between notebooks); `workers` sets
     $SPECTREE_WORKERS for the run (`core.workers`: 1 keeps untimed work in the kernel, where a pool's start-up
-    would cost more than small jobs gain); None leaves it as it is."""
+    would cost more than small jobs gain); None leaves it as it is; `timing` "full" or "smoke" sets
+    $SPECTREE_TIMING (`speed.stepmodel.smoke_timing`: short machine measurements, cached apart from full ones)."""
 
     kernel: str = "fresh"
     workers: Optional[int] = None
+    timing: str = "full"
+
+
+    def environment(self) -> dict[str, str]:
+        return {TIMING_ENV: self.timing, **({WORKERS_ENV: str(self.workers)} if self.workers is not None else {})}
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """os.environ with `values` set for the block, as it was after."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def run_settings(profile: str) -> RunSettings:
     found = profile_file(profile).get(RUN_KEY) or {}
     unknown = set(found) - {f.name for f in fields(RunSettings)}
     if unknown or found.get("kernel", "fresh") not in ("fresh", "shared") or not (
-            found.get("workers") is None or isinstance(found["workers"], int) and found["workers"] >= 1):
-        raise SpectreeError(f"params/{profile}.yaml: bad {RUN_KEY} settings {found!r}: use kernel: fresh|shared and "
-                            f"workers: a whole number >= 1")
+            found.get("workers") is None or isinstance(found["workers"], int) and found["workers"] >= 1) or \
+            found.get("timing", "full") not in ("full", "smoke"):
+        raise SpectreeError(f"params/{profile}.yaml: bad {RUN_KEY} settings {found!r}: use kernel: fresh|shared, "
+                            f"workers: a whole number >= 1, timing: full|smoke")
     return RunSettings(**found)
 
 
@@ -387,18 +410,17 @@ def main(argv: list[str] | None = None) -> int:
     run = stamp(args.profile, " ".join(([f"--pair {args.pair}"] if args.pair is not None else [])
                                        + [f"--set {item}" for item in args.sets]))
     settings = run_settings(args.profile)
-    if settings.workers is not None:
-        os.environ[WORKERS_ENV] = str(settings.workers)  # inherited by every kernel and its workers
     kernel = SharedKernel() if settings.kernel == "shared" else None
     rows = []
-    try:
-        for name in tqdm(names, desc=f"notebooks ({args.profile})", unit="notebook"):
-            values = notebook_params(name, params.get(Path(name).stem, {}), args.pair, sets)
-            status, seconds = run_notebook(name, args.profile, values, args.force, run, kernel)
-            rows.append({"notebook": name, "status": status, "seconds": seconds})
-    finally:
-        if kernel is not None:
-            kernel.close()
+    with environment(settings.environment()):  # inherited by every kernel and its workers
+        try:
+            for name in tqdm(names, desc=f"notebooks ({args.profile})", unit="notebook"):
+                values = notebook_params(name, params.get(Path(name).stem, {}), args.pair, sets)
+                status, seconds = run_notebook(name, args.profile, values, args.force, run, kernel)
+                rows.append({"notebook": name, "status": status, "seconds": seconds})
+        finally:
+            if kernel is not None:
+                kernel.close()
     ran = {r["notebook"] for r in rows}
     earlier = [{"notebook": n, "status": EARLIER, "seconds": 0.0} for n in args.notebooks if n not in ran]
     shown = [r for r in earlier if any((figures_dir() / Path(r["notebook"]).stem / f).exists()

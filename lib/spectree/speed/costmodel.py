@@ -30,7 +30,7 @@ from spectree.core.paths import atomic_write_text, cache_dir
 from spectree.drafts import pairs  # pairs.load_pair looked up per call (tests stand a loader in for it)
 from spectree.drafts.pairs import Pair, as_pair
 from spectree.speed.load import trusted
-from spectree.speed.stepmodel import ConstructionRatio, StepFit, plain_seconds, predict_steps
+from spectree.speed.stepmodel import ConstructionRatio, StepFit, plain_seconds, predict_steps, smoke_timing
 from spectree.core.treeattn import (
     causal_allowed,
     forward_with_mask,
@@ -195,8 +195,9 @@ def _placed(dtype=None, device=None) -> dict:
 def cost_key(pair: "str | Pair", kernels: str = "stock", dtype=None, device=None) -> str:
     """The cost model's name in file names: the pair's tag (`Pair.tag`: a shipped pair's own name), then
     the kernels where they are not the stock ones ('-packed', '-auto': `kernels.kernels_in_use`) and the precision
-    and device where they are not float32 on the CPU."""
-    return "-".join([as_pair(pair).tag, *([kernels] if kernels != "stock" else []), *_placed(dtype, device).values()])
+    and device where they are not float32 on the CPU; "smoke" for a smoke run's (`stepmodel.smoke_timing`)."""
+    return "-".join([as_pair(pair).tag, *([kernels] if kernels != "stock" else []), *_placed(dtype, device).values(),
+                     *(["smoke"] if smoke_timing() else [])])
 
 
 def cache_path(pair: "str | Pair", machine: Optional[str] = None, kernels: str = "stock", dtype=None, device=None) -> Path:
@@ -236,7 +237,7 @@ def load_or_measure(pair: "str | Pair", target, draft_model, sizes=SIZES, prefix
     path = cache_path(pair, **placed)
 
     def build() -> CostModel:
-        model = measure(target, draft_model, sizes, prefix, repeats)
+        model = measure(target, draft_model, sizes, prefix, 1 if smoke_timing() else repeats)
         atomic_write_text(path, json.dumps(asdict(model), indent=1))
         return model
 
@@ -257,8 +258,9 @@ def steps_manifest(cost: CostModel) -> dict:
     curves it scales (refitted whenever they are measured again)."""
     from spectree.speed import stepmodel
 
-    return {"step_path": STEP_PATH, "prompts": stepmodel.FIT_PROMPTS, "policies": list(stepmodel.FIT_POLICIES),
-            "tokens": stepmodel.FIT_TOKENS, "curves": [cost.sizes, cost.target_s, cost.draft_s]}
+    prompts, tokens = stepmodel.fit_plan()
+    return {"step_path": STEP_PATH, "prompts": prompts, "policies": list(stepmodel.FIT_POLICIES),
+            "tokens": tokens, "curves": [cost.sizes, cost.target_s, cost.draft_s]}
 
 
 def load_or_fit(path: Path, cost: CostModel, models: Optional[tuple], pair: str = "") -> Optional[StepFit]:
@@ -276,7 +278,7 @@ def load_or_fit(path: Path, cost: CostModel, models: Optional[tuple], pair: str 
     def build() -> Optional[StepFit]:
         if models is None:
             return None
-        fit = stepmodel.measure_fit(models, cost, f"{pair} on {stepmodel.FIT_PROMPTS}: "
+        fit = stepmodel.measure_fit(models, cost, f"{pair} on {stepmodel.fit_plan()[0]}: "
                                                   f"{', '.join(stepmodel.FIT_POLICIES)}")
         if not fit.plausible:
             warnings.warn(f"the step model of {pair} was fitted while the machine was busy ({fit.other_cores:.2f} "
@@ -315,7 +317,8 @@ def construction_ratio(pair: "str | Pair", models: tuple, cost: CostModel) -> Co
 
     path = cache_path(pair, kernels=kernels_in_use(models[0]), dtype=models[0].dtype, device=models[0].device)
     out = path.with_name(path.stem + ".ratio.json")
-    manifest = {"ratio_path": RATIO_PATH, "prompts": stepmodel.FIT_PROMPTS, "tokens": 2 * stepmodel.FIT_TOKENS,
+    prompts, tokens = stepmodel.fit_plan()
+    manifest = {"ratio_path": RATIO_PATH, "prompts": prompts, "tokens": 2 * tokens,
                 "policy": stepmodel.RATIO_PCT, "curves": [cost.sizes, cost.target_s, cost.draft_s]}
 
     def read() -> Optional[ConstructionRatio]:

@@ -48,6 +48,30 @@ FIT_PROMPTS = "sharegpt:2"  # prompts of their own: the checks that read the mod
 FIT_TOKENS = 24  # ~300 live steps over 7 policies: half a minute to a minute on a 2-core CPU
 MAX_MEDIAN_ERROR = 0.35  # a fit whose median |predicted / measured − 1| over its own steps is larger is not kept
 
+TIMING_ENV = "SPECTREE_TIMING"  # "smoke": the quick profile's short measurements (`smoke_timing`); unset: "full"
+SMOKE_FIT = ("sharegpt:1", 8)  # a smoke run's fit: the first fit prompt, 8 tokens per policy (~40 live steps)
+
+
+def smoke_timing() -> bool:
+    """Whether this process measures in smoke mode ($SPECTREE_TIMING=smoke, set by the quick profile's `run_all:`):
+    the cost model's forwards timed once each (not the fastest of 5), the step model fitted on `SMOKE_FIT`, PCT's
+    s_d/s_t from one round over those tokens — a smoke run's rough machine numbers, cached under names of their own
+    (`costmodel.cost_key`: "-smoke"), so that a full run never reads them nor a smoke run overwrites a full one."""
+    import os
+
+    from spectree.core.errors import SpectreeError
+
+    mode = os.environ.get(TIMING_ENV, "full")
+    if mode not in ("full", "smoke"):
+        raise SpectreeError(f"{TIMING_ENV} must be 'full' or 'smoke', got {mode!r}")
+    return mode == "smoke"
+
+
+def fit_plan() -> tuple[str, int]:
+    """(prompt spec, tokens per policy) of the step model's live steps: (FIT_PROMPTS, FIT_TOKENS), or SMOKE_FIT in
+    smoke mode. PCT's s_d/s_t decodes the same prompts for twice the tokens."""
+    return SMOKE_FIT if smoke_timing() else (FIT_PROMPTS, FIT_TOKENS)
+
 
 def _design(term: str, steps: dict, cost) -> np.ndarray:
     """The features [rows, k] of one term (`steps`: `step_arrays`' columns, or one forward per row for the
@@ -190,7 +214,7 @@ def live_steps(models, prompts=None, policies: Sequence[str] = (), max_new_token
     from spectree.strategies import parse_strategy
 
     target, draft, tok = models
-    prompts, max_new_tokens = prompts or FIT_PROMPTS, max_new_tokens or FIT_TOKENS
+    prompts, max_new_tokens = prompts or fit_plan()[0], max_new_tokens or fit_plan()[1]
     parsed = [parse_strategy(p) for p in policies or FIT_POLICIES]
     gen = torch.Generator().manual_seed(seed)
     window = getattr(target.config, "max_position_embeddings", None) or 1 << 30
@@ -214,7 +238,7 @@ def measure_fit(models, cost, source: str = "", **kwargs) -> StepFit:
     from spectree.speed.load import OtherLoad
 
     load = OtherLoad()
-    prompts = kwargs.pop("prompts", None) or FIT_PROMPTS
+    prompts = kwargs.pop("prompts", None) or fit_plan()[0]
     prompts = parse_prompt_spec(prompts) if isinstance(prompts, str) else list(prompts)
     steps = live_steps(models, prompts, load=load, **kwargs)
     fit = fit_steps(steps, cost, source, load.cores)
@@ -267,21 +291,21 @@ def construction_forwards(generations: Sequence[Sequence]) -> tuple[list[float],
 def measure_construction(models, start: float, prompts=None, max_new_tokens: int = 0, seed: int = 0
                          ) -> ConstructionRatio:
     """EDD's s_d/s_t on this machine (`ConstructionRatio`): PCT (RATIO_PCT) decodes `prompts` (FIT_PROMPTS, prompts
-    of their own) live for `max_new_tokens` (2 × FIT_TOKENS) at s_d/s_t `start` (the cost model's one-token ratio),
+    of their own; `fit_plan`) live for `max_new_tokens` (2 × its tokens) at s_d/s_t `start` (the cost model's one-token ratio),
     then again at each measured ratio, since PCT's trees depend on it, until it moves less than RATIO_TOLERANCE or
-    after RATIO_ROUNDS rounds: the last ratio measured, with the load other processes put on the machine."""
+    after RATIO_ROUNDS rounds (one in smoke mode): the last ratio measured, with the load other processes put on the machine."""
     from spectree.prompts import parse_prompt_spec
     from spectree.speed.load import OtherLoad
 
-    prompts = prompts or FIT_PROMPTS
+    prompts = prompts or fit_plan()[0]
     prompts = parse_prompt_spec(prompts) if isinstance(prompts, str) else list(prompts)
     rounds, ratio, out = [], float(start), None
     with OtherLoad() as load:
-        for _ in range(RATIO_ROUNDS):
+        for _ in range(1 if smoke_timing() else RATIO_ROUNDS):
             rounds.append(round(ratio, 4))
             spec = RATIO_PCT.format(ratio)
             layers, trees = construction_forwards(
-                [live_steps(models, [p], [spec], max_new_tokens or 2 * FIT_TOKENS, seed) for p in prompts])
+                [live_steps(models, [p], [spec], max_new_tokens or 2 * fit_plan()[1], seed) for p in prompts])
             draft_s, target_s = (float(np.mean(x)) if x else math.nan for x in (layers, trees))
             out = ConstructionRatio(draft_s / target_s, draft_s, target_s, len(layers), len(trees))
             if not math.isfinite(out.ratio) or abs(out.ratio / ratio - 1) < RATIO_TOLERANCE:

@@ -35,7 +35,8 @@ def test_tiny_gguf_roundtrip_matches_logits(tiny_gguf):
 
 
 def test_tiny_gguf_loads_through_load_gguf_with_tokenizer(tiny_gguf, monkeypatch):
-    """...its header parsed once for the check, the config, the weights and the tokenizer (`gguf.one_parse`)."""
+    """...its header parsed once for the check, the config, the weights and the tokenizer, one tensor-name map
+    built (`gguf.one_parse`)."""
     import gguf
 
     parsed = []
@@ -45,10 +46,14 @@ def test_tiny_gguf_loads_through_load_gguf_with_tokenizer(tiny_gguf, monkeypatch
             parsed.append(args[0])
             super().__init__(*args, **kwargs)
 
+    maps = []
     monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    monkeypatch.setattr(gguf, "get_tensor_name_map", lambda *a: maps.append(a) or gguf.TensorNameMap(*a))
+    counting_maps = gguf.get_tensor_name_map
     path, ref = tiny_gguf
     model, tok = load_gguf(path)
     assert len(parsed) == 1 and gguf.GGUFReader is Counting
+    assert len(maps) == 1 and gguf.get_tensor_name_map is counting_maps  # one name map, restored after
     assert (tok.bos_token_id, tok.eos_token_id) == (BOS_ID, EOS_ID)
     ids = tok("the cat sat on a mat").input_ids
     assert ids[0] == BOS_ID and all(0 <= i < ref.config.vocab_size for i in ids)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spectree.reports import runner
+from spectree.reports import profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -62,8 +62,8 @@ def test_profiles_set_only_existing_parameters(profile):
     params = yaml.safe_load((ROOT / "params" / f"{profile}.yaml").read_text()) or {}
     stems = {p.stem: p for p in NOTEBOOKS}
     for stem, values in params.items():
-        if stem == runner.RUN_KEY:  # the run's own settings
-            runner.run_settings(profile)
+        if stem == profiles.RUN_KEY:  # the run's own settings
+            profiles.run_settings(profile)
             continue
         assert stem in stems, f"{profile}.yaml names a missing notebook {stem}"
         assert set(values) <= parameter_names(stems[stem]), f"{profile}.yaml: unknown parameters for {stem}"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from spectree.analysis.claims import verdict_text
-from spectree.reports import results, runner
+from spectree.reports import profiles, results, runner
 
 NOTEBOOKS = ["00_alpha.ipynb", "02_beta.ipynb", "04_gamma.ipynb"]
 SUMMARIES = {
@@ -35,7 +35,7 @@ def workbook(tmp_path, monkeypatch) -> Path:
     """A SPECTREE_HOME with three notebooks' summaries, empty profiles and a hand-written root RESULTS.md."""
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
     (tmp_path / "params").mkdir()
-    for profile in runner.PROFILES:
+    for profile in profiles.PROFILES:
         (tmp_path / "params" / f"{profile}.yaml").write_text("{}\n")
     for stem, summary in SUMMARIES.items():
         (tmp_path / "figures" / stem).mkdir(parents=True)

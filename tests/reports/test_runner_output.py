@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from spectree.reports import runner
+from spectree.core.errors import SpectreeError
+from spectree.reports import profiles, runner
 
 ROOT = Path(__file__).resolve().parents[2]
 # a policy spec holds '=' inside a string: papermill's own parser gives up on the line (then calls `trees` unknown)
@@ -169,5 +170,5 @@ def test_a_shared_kernel_runs_every_notebook_in_one_process_with_nothing_left_ov
     assert not list(runtime.iterdir())
     assert "SPECTREE_TIMING" not in os.environ and "SPECTREE_WORKERS" not in os.environ  # set for the run alone
     (tmp_path / "params" / "quick.yaml").write_text(yaml.safe_dump({"run_all": {"kernel": "one"}}))
-    with pytest.raises(runner.SpectreeError, match="bad run_all settings"):
-        runner.run_settings("quick")
+    with pytest.raises(SpectreeError, match="bad run_all settings"):
+        profiles.run_settings("quick")

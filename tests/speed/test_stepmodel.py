@@ -202,6 +202,34 @@ def test_the_step_model_is_fitted_once_and_cached_beside_the_cost_model(tmp_path
     assert costmodel.cached_cost_model("tiny", measure=False)[0].step is None
 
 
+def test_smoke_timing_measures_briefly_and_is_cached_apart_from_a_full_runs(tmp_path, monkeypatch):
+    """$SPECTREE_TIMING=smoke (the quick profile): each forward timed once, the fit on SMOKE_FIT, under "-smoke" file
+    names; a full run then finds nothing cached (it measures its own), and a bad value is one clear error."""
+    from spectree.core.errors import SpectreeError
+    from spectree.speed import costmodel, stepmodel
+
+    monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
+    monkeypatch.setattr(stepmodel, "MAX_MEDIAN_ERROR", math.inf)
+    monkeypatch.setattr("spectree.speed.load.BUSY_CORES", math.inf)
+    timed = []
+    real = costmodel.time_forwards
+    monkeypatch.setattr(costmodel, "time_forwards", lambda *a: timed.append(a[3]) or real(*a))
+    monkeypatch.setenv(stepmodel.TIMING_ENV, "smoke")
+    assert stepmodel.fit_plan() == stepmodel.SMOKE_FIT and costmodel.cost_key("tiny").endswith("-smoke")
+    tok = byte_tokenizer()
+    target, draft = tiny_llama(0, layers=3, vocab=len(tok), context=8192), tiny_llama(1, 1, len(tok), 8192)
+    smoke = costmodel.pair_cost_model("tiny", (target, draft, tok))
+    assert timed == [1, 1] and smoke.step is not None and smoke.step.prompts == ["sharegpt/QWJhYvA_0"]
+    assert costmodel.cached_cost_model("tiny", measure=False)[0].step == smoke.step
+    monkeypatch.setenv(stepmodel.TIMING_ENV, "full")
+    assert stepmodel.fit_plan() == (stepmodel.FIT_PROMPTS, stepmodel.FIT_TOKENS)
+    with pytest.raises(SpectreeError, match="no cost model"):
+        costmodel.cached_cost_model("tiny", measure=False)
+    monkeypatch.setenv(stepmodel.TIMING_ENV, "fast")
+    with pytest.raises(SpectreeError, match="SPECTREE_TIMING must be"):
+        stepmodel.fit_plan()
+
+
 def test_a_fit_that_does_not_explain_its_steps_is_not_plausible():
     fit = fit_steps(synthetic_steps(60), CURVE, other_cores=0.0)
     assert fit.plausible

@@ -98,25 +98,29 @@ def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> tuple[PreTraine
 
 @contextmanager
 def one_parse() -> Iterator[None]:
-    """Inside this block every `gguf.GGUFReader` of one file is the first one made. The check and transformers'
-    loader (config, weights, tokenizer: each `from gguf import GGUFReader` and a new reader) would otherwise parse
-    the header four times, about 6 s each for SmolLM2's 49k-token vocabulary on the 2-core host: a reader only
-    reads its memory-mapped file, so one serves them all."""
+    """Inside this block every `gguf.GGUFReader` of one file is the first one made, and every
+    `gguf.get_tensor_name_map` of one architecture and depth. The check and transformers' loader (config, weights,
+    tokenizer: each `from gguf import GGUFReader` and a new reader) would otherwise parse the header four times,
+    about 6 s each for SmolLM2's 49k-token vocabulary on the 2-core host, and the loader builds a name map for each
+    module it visits (397 for SmolLM2, 7 s): a reader only reads its memory-mapped file and a map is only looked
+    up, so one of each serves them all."""
     import gguf
 
-    made, original = {}, gguf.GGUFReader
+    originals = {"GGUFReader": gguf.GGUFReader, "get_tensor_name_map": gguf.get_tensor_name_map}
+    made: dict = {}
 
-    def reader(path, mode: str = "r"):
-        key = (str(Path(path).resolve()), mode)
-        if key not in made:
-            made[key] = original(path, mode)
-        return made[key]
+    def first(name: str, key: tuple, *args):
+        if (name, key) not in made:
+            made[name, key] = originals[name](*args)
+        return made[name, key]
 
-    gguf.GGUFReader = reader
+    gguf.GGUFReader = lambda path, mode="r": first("GGUFReader", (str(Path(path).resolve()), mode), path, mode)
+    gguf.get_tensor_name_map = lambda arch, n_blocks: first("get_tensor_name_map", (arch, n_blocks), arch, n_blocks)
     try:
         yield
     finally:
-        gguf.GGUFReader = original
+        for name, value in originals.items():
+            setattr(gguf, name, value)
 
 
 def cache_dequantised(model: PreTrainedModel, tok: PreTrainedTokenizerBase, out: Path) -> Path:

@@ -166,6 +166,9 @@ def test_a_paper_claim_that_does_not_hold_carries_a_computed_diagnosis():
     c = C.claim("x", "p", 1, near)
     assert c["diagnosis"].startswith("too few prompts") and "≈ 23 prompts" in c["diagnosis"]
     assert C.units_needed(near) == pytest.approx(22.5)
+    skewed = C.interval_rule(1.0, 0.97, 1.005, 0.98, 16, "x")  # the side towards the bar (0.03) sets the need
+    assert C.units_needed(skewed) == pytest.approx(36.0)
+    assert C.units_needed(C.interval_rule(1.0, 0.98, 1.1, 0.98, 16, "x")) == 17  # never "from n" at n
     far = C.interval_rule(-0.2, -0.3, -0.1, 0.0, 16, "x")
     knobs = C.claim("y", "p", 1, far, readings={"paper's knobs": "holds at s_d/s_t 0.037"})
     assert knobs["diagnosis"].startswith("holds with paper's knobs") and "would not flip it" in knobs["diagnosis"]

@@ -35,7 +35,7 @@ def test_pair_overrides_pair_and_pairs_and_is_in_the_skip_stamp(folders):
     assert p01["pairs"] == [pair] and "pair" not in p01
     assert p02["pair"] == pair and p00["pair"] == pair
     assert runner.notebook_params("02_tree_strategies.ipynb", quick["02_tree_strategies"]) == quick["02_tree_strategies"]
-    for speed in ("03_speed_benchmark", "11_draft_quality", "12_retrieval"):  # no reference rows of the shipped pair
+    for speed in ("03_speed_benchmark", "11_draft_quality"):  # no reference rows of the shipped pair
         assert quick[speed]["reference_pair"] == "smollm2-edd"
         assert runner.notebook_params(f"{speed}.ipynb", quick[speed], pair)["reference_pair"] == ""
         mine = runner.notebook_params(f"{speed}.ipynb", quick[speed], pair, runner.parse_sets([f"reference_pair={pair}"]))

@@ -290,14 +290,15 @@ def all_of(parts: Iterable[Evidence], rule: Optional[str] = None) -> Evidence:
 
 def units_needed(evidence: Evidence) -> float:
     """How many units (prompts) an inconclusive interval would need to clear its bar, if the estimate stayed where
-    it is and the interval narrowed as 1/√n: n · (half-width / |estimate − bar|)². NaN where that cannot be read
-    (no interval or bar); inf when the estimate sits on the bar."""
+    it is and the interval narrowed as 1/√n: n · (reach / |estimate − bar|)², where the reach is the interval's side
+    towards the bar (a skewed BCa interval is longer on one side), and at least n + 1 (at n it does not clear).
+    NaN where that cannot be read (no interval or bar); inf when the estimate sits on the bar."""
     est, lo, hi, bar = evidence.estimate, evidence.low, evidence.high, evidence.bar
     if not all(map(math.isfinite, (est, lo, hi, bar))) or evidence.n < 1:
         return math.nan
     gap = abs(est - bar)
-    half = (hi - lo) / 2
-    return math.inf if gap == 0 else max(float(evidence.n), evidence.n * (half / gap) ** 2)
+    reach = est - lo if bar < est else hi - est
+    return math.inf if gap == 0 else max(evidence.n + 1.0, evidence.n * (reach / gap) ** 2)
 
 
 def prompts_reading(evidence: Evidence, unit: str = "prompts", feasible: float = 4.0) -> str:

@@ -306,3 +306,23 @@ def test_one_weights_measure_reads_every_claim_of_02_and_04_to_07_and_scores_c2t
     assert len(pct) and all(f"ratio={round(cost.ratio, 3):g}," in spec for spec in pct)
     readings = quality_readings.draft_quality([q0])
     assert set(readings) == set(names)
+
+
+def test_the_flip_weights_are_computed_once_for_notebooks_11_and_13(mixed_logbook, tmp_path, monkeypatch):
+    """Notebook 13 finds the flip weights notebook 11 computed (`quality.cached_flips`); other positions (or
+    prompts, or weights) are computed again."""
+    class Short(_Template):
+        def apply_chat_template(self, messages, add_generation_prompt=True):
+            return [3, 4, 5, 6, 7 + len(messages[0]["content"]) % 50]  # MT-bench's texts, in the tiny vocabulary
+
+    (target, draft, _), _ = mixed_logbook
+    models = (target, draft, Short())
+    monkeypatch.setattr("spectree.core.paths.cache_dir", lambda: tmp_path)
+    computed, real = [], quality.flip_weights
+    monkeypatch.setattr(quality, "flip_weights", lambda *a: computed.append(a[2]) or real(*a))
+    pair = "smollm2-135m-instruct+layerskip:2"  # names the cache (a registry target, a draft of no weights)
+    first = quality.mix_weights(models, pair, "mtbench:2", 6, [0.6, 0.8])
+    assert quality.mix_weights(models, pair, "mtbench:2", 6, [0.6, 0.8]) == first and computed == [6]
+    assert first[0][0] == 0.0 and set(first[1]) == {0.6, 0.8}
+    quality.mix_weights(models, pair, "mtbench:2", 5, [0.6])
+    assert computed == [6, 5] and len(list(tmp_path.glob("mix/*.npy"))) == 2

@@ -206,6 +206,7 @@ def test_smoke_timing_measures_briefly_and_is_cached_apart_from_a_full_runs(tmp_
     """$SPECTREE_TIMING=smoke (the quick profile): each forward timed once, the fit on SMOKE_FIT, under "-smoke" file
     names; a full run then finds nothing cached (it measures its own), and a bad value is one clear error."""
     from spectree.core.errors import SpectreeError
+    from spectree.core import machine
     from spectree.speed import costmodel, stepmodel
 
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
@@ -214,18 +215,22 @@ def test_smoke_timing_measures_briefly_and_is_cached_apart_from_a_full_runs(tmp_
     timed = []
     real = costmodel.time_forwards
     monkeypatch.setattr(costmodel, "time_forwards", lambda *a: timed.append(a[3]) or real(*a))
-    monkeypatch.setenv(stepmodel.TIMING_ENV, "smoke")
+    monkeypatch.setenv(machine.TIMING_ENV, "smoke")
     assert stepmodel.fit_plan() == stepmodel.SMOKE_FIT and costmodel.cost_key("tiny").endswith("-smoke")
     tok = byte_tokenizer()
     target, draft = tiny_llama(0, layers=3, vocab=len(tok), context=8192), tiny_llama(1, 1, len(tok), 8192)
     smoke = costmodel.pair_cost_model("tiny", (target, draft, tok))
     assert timed == [1, 1] and smoke.step is not None and smoke.step.prompts == ["sharegpt/QWJhYvA_0"]
     assert costmodel.cached_cost_model("tiny", measure=False)[0].step == smoke.step
-    monkeypatch.setenv(stepmodel.TIMING_ENV, "full")
+    from spectree.core import kernels
+
+    kernels.crossovers(target)  # the kernel crossovers too, under a name of their own
+    assert [p.name.endswith("-smoke.json") for p in (tmp_path / "data" / "cache" / "kernels").iterdir()] == [True]
+    monkeypatch.setenv(machine.TIMING_ENV, "full")
     assert stepmodel.fit_plan() == (stepmodel.FIT_PROMPTS, stepmodel.FIT_TOKENS)
     with pytest.raises(SpectreeError, match="no cost model"):
         costmodel.cached_cost_model("tiny", measure=False)
-    monkeypatch.setenv(stepmodel.TIMING_ENV, "fast")
+    monkeypatch.setenv(machine.TIMING_ENV, "fast")
     with pytest.raises(SpectreeError, match="SPECTREE_TIMING must be"):
         stepmodel.fit_plan()
 

@@ -40,7 +40,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from spectree.core.errors import SpectreeError
-from spectree.core.machine import machine_id
+from spectree.core.machine import machine_id, smoke_timing
 from spectree.core.paths import atomic_write_text, cache_dir
 
 BATCH_HINT = 16  # the row count the weights are laid out for: 8–17 are equally good here, 1 is not (measured)
@@ -139,9 +139,10 @@ def kernels_in_use(model: torch.nn.Module) -> str:
 
 
 def _seconds(stmt: str, **env) -> float:
-    """Median seconds of `stmt` (torch's benchmark Timer, on every thread in use, at least 20 ms of runs)."""
+    """Median seconds of `stmt` (torch's benchmark Timer, on every thread in use, at least 20 ms of runs; 5 ms in
+    smoke mode, `machine.smoke_timing`)."""
     timer = Timer(stmt, globals={"F": F, "torch": torch, **env}, num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=0.02).median
+    return timer.blocked_autorange(min_run_time=0.005 if smoke_timing() else 0.02).median
 
 
 def crossover(out_features: int, in_features: int, rows=ROWS) -> int:
@@ -167,8 +168,9 @@ def crossover(out_features: int, in_features: int, rows=ROWS) -> int:
 
 def crossovers(*models: torch.nn.Module, rows=ROWS) -> dict[tuple[int, int], int]:
     """`crossover` of every `nn.Linear` shape of the models, from this machine's cache
-    (kernels/crossover-<machine>.json, valid for one torch version and row grid) where it has them, timed and added to it where not."""
-    path = cache_dir() / "kernels" / f"crossover-{machine_id()}.json"
+    (kernels/crossover-<machine>.json, valid for one torch version and row grid; "-smoke" in smoke mode) where it
+    has them, timed and added to it where not."""
+    path = cache_dir() / "kernels" / f"crossover-{machine_id()}{'-smoke' if smoke_timing() else ''}.json"
     saved = json.loads(path.read_text()) if path.exists() else {}
     if (saved.get("torch"), saved.get("rows")) != (torch.__version__, list(rows)):  # timed under other terms
         saved = {"torch": torch.__version__, "rows": list(rows), "min_rows": {}}

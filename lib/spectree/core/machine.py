@@ -8,6 +8,7 @@ words, for the header of RESULTS.md.
 """
 from __future__ import annotations
 
+import os
 import platform
 import re
 from pathlib import Path
@@ -49,3 +50,19 @@ def host_name() -> str:
     threads"."""
     host = f"{cpu_model()}, {cpu_isa()}, {torch.get_num_threads()} threads"
     return f"{host}; GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else host
+
+
+TIMING_ENV = "SPECTREE_TIMING"  # "smoke": the quick profile's brief machine measurements (`smoke_timing`)
+
+
+def smoke_timing() -> bool:
+    """Whether this process measures the machine in smoke mode ($SPECTREE_TIMING=smoke, set by the quick profile's
+    `run_all:`): the kernel crossovers and the cost model's forwards timed briefly, the step model fitted on
+    `stepmodel.SMOKE_FIT`, PCT's s_d/s_t from one round — a smoke run's rough numbers, cached under names of their
+    own ("-smoke"), so that a full run never reads them nor a smoke run overwrites a full one's."""
+    from spectree.core.errors import SpectreeError
+
+    mode = os.environ.get(TIMING_ENV, "full")
+    if mode not in ("full", "smoke"):
+        raise SpectreeError(f"{TIMING_ENV} must be 'full' or 'smoke', got {mode!r}")
+    return mode == "smoke"

@@ -10,9 +10,9 @@ from typing import Iterator, Optional
 import yaml
 
 from spectree.core.errors import SpectreeError
+from spectree.core.machine import TIMING_ENV
 from spectree.core.paths import home
 from spectree.core.workers import ENV as WORKERS_ENV
-from spectree.speed.stepmodel import TIMING_ENV
 
 PROFILES = ("quick", "default", "paper")
 RUN_KEY = "run_all"  # a profile file's settings of the run itself, beside its notebooks' parameters
@@ -35,7 +35,7 @@ class RunSettings:
     or "shared" (`notebook_kernel.SharedKernel`: one for the run, reset between notebooks); `workers` sets
     $SPECTREE_WORKERS for the run (`core.workers`: 1 keeps untimed work in the kernel, where a pool's start-up
     would cost more than small jobs gain); None leaves it as it is; `timing` "full" or "smoke" sets
-    $SPECTREE_TIMING (`speed.stepmodel.smoke_timing`: short machine measurements, cached apart from full ones)."""
+    $SPECTREE_TIMING (`core.machine.smoke_timing`: short machine measurements, cached apart from full ones)."""
 
     kernel: str = "fresh"
     workers: Optional[int] = None

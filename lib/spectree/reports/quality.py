@@ -126,14 +126,44 @@ def weights_for(agreements: Sequence[float], flips: np.ndarray, step: float = 1e
     return out
 
 
-def mix_weights(models: tuple, prompts: str, positions: int, agreements: Sequence[float]
+def mix_weights(models: tuple, pair: str, prompts: str, positions: int, agreements: Sequence[float]
                 ) -> tuple[list[float], dict[float, float]]:
     """The λ logged (0, the real draft, then each distinct λ reaching a target agreement on the first `positions`
-    greedy positions of `prompts`) and {agreement: λ}: one rule for notebooks 11 and 13, which share the logbooks."""
+    greedy positions of `prompts`) and {agreement: λ}: one rule for notebooks 11 and 13, which share the logbooks
+    and, through `cached_flips`, the flip weights the rule reads."""
+    by_agreement = weights_for(agreements, cached_flips(models, pair, prompts, positions))
+    return [0.0] + sorted(set(by_agreement.values()) - {0.0}), by_agreement
+
+
+FLIPS_FORMAT = 1  # bump when `flip_weights` reads its positions otherwise
+
+
+def cached_flips(models: tuple, pair: str, prompts: str, positions: int) -> np.ndarray:
+    """`flip_weights` of `pair` (loaded as `models`) on `prompts`, cached in data/cache/mix: an internal cache keyed
+    by what it is computed from (the pair's draft and target identities, their precision and device, the prompts'
+    texts, the positions), so notebook 13 reads what notebook 11 computed (a greedy continuation and a walk along
+    it: about 45 s for 16 prompts × 32 positions on the 2-core host)."""
+    from spectree.core.manifest import beside, digest, reuse_or_rebuild
+    from spectree.core.paths import atomic_write_bytes, cache_dir
+    from spectree.drafts.pairs import as_pair, draft_digest, target_digest
     from spectree.prompts import parse_prompt_spec
 
-    by_agreement = weights_for(agreements, flip_weights(models, parse_prompt_spec(prompts), positions))
-    return [0.0] + sorted(set(by_agreement.values()) - {0.0}), by_agreement
+    parsed, named = parse_prompt_spec(prompts), as_pair(pair)
+    manifest = {"format": FLIPS_FORMAT, "pair": named.name, "draft": draft_digest(named),
+                "target": target_digest(named), "placed": [str(models[0].dtype), models[0].device.type],
+                "prompts": [p.key for p in parsed], "texts": digest([p.text for p in parsed]), "positions": positions}
+    path = cache_dir() / "mix" / f"{named.tag}-{digest(manifest)}.npy"
+
+    def build() -> np.ndarray:
+        import io
+
+        flips = flip_weights(models, parsed, positions)
+        buffer = io.BytesIO()
+        np.save(buffer, flips)
+        atomic_write_bytes(path, buffer.getvalue())
+        return flips
+
+    return reuse_or_rebuild(beside(path), manifest, lambda: np.load(path) if path.exists() else None, build)
 
 
 @dataclass(frozen=True)
@@ -302,5 +332,5 @@ def measure(logbook: list[LoggedPrompt], name: str, pair: str, weight: float, s:
 
 
 __all__ = ["mix_pair", "mix_models", "quality_logbook", "agreement",
-           "flip_weights", "weights_for", "mix_weights", "SweepSettings", "split", "prompt_ids", "strategy_claims",
+           "flip_weights", "weights_for", "mix_weights", "cached_flips", "SweepSettings", "split", "prompt_ids", "strategy_claims",
            "temperature_tables", "AnalysisSettings", "analysis_claims", "Quality", "measure"]

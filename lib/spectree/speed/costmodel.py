@@ -23,14 +23,14 @@ import torch
 
 from spectree.core.errors import SpectreeError
 from spectree.core.kernels import kernels_in_use
-from spectree.core.machine import machine_id
+from spectree.core.machine import machine_id, smoke_timing
 from spectree.core.manifest import beside, matches, reuse_or_rebuild
 from spectree.core.policy import Policy
 from spectree.core.paths import atomic_write_text, cache_dir
 from spectree.drafts import pairs  # pairs.load_pair looked up per call (tests stand a loader in for it)
 from spectree.drafts.pairs import Pair, as_pair
 from spectree.speed.load import trusted
-from spectree.speed.stepmodel import ConstructionRatio, StepFit, plain_seconds, predict_steps, smoke_timing
+from spectree.speed.stepmodel import ConstructionRatio, StepFit, plain_seconds, predict_steps
 from spectree.core.treeattn import (
     causal_allowed,
     forward_with_mask,
@@ -195,7 +195,7 @@ def _placed(dtype=None, device=None) -> dict:
 def cost_key(pair: "str | Pair", kernels: str = "stock", dtype=None, device=None) -> str:
     """The cost model's name in file names: the pair's tag (`Pair.tag`: a shipped pair's own name), then
     the kernels where they are not the stock ones ('-packed', '-auto': `kernels.kernels_in_use`) and the precision
-    and device where they are not float32 on the CPU; "smoke" for a smoke run's (`stepmodel.smoke_timing`)."""
+    and device where they are not float32 on the CPU; "smoke" for a smoke run's (`machine.smoke_timing`)."""
     return "-".join([as_pair(pair).tag, *([kernels] if kernels != "stock" else []), *_placed(dtype, device).values(),
                      *(["smoke"] if smoke_timing() else [])])
 

@@ -40,6 +40,8 @@ from typing import Sequence
 import numpy as np
 from scipy.optimize import nnls
 
+from spectree.core.machine import smoke_timing
+
 TERMS = ("draft", "verify", "tree", "keep", "rest")
 # live steps the fit is made from: every tree size from a chain to a wide EAGLE-2 tree, and plain decoding
 FIT_POLICIES = ("ar", "chain:k=1", "chain:k=3", "kary:b=2,d=3", "eagle2:K=8,d_max=5,N=16",
@@ -48,23 +50,7 @@ FIT_PROMPTS = "sharegpt:2"  # prompts of their own: the checks that read the mod
 FIT_TOKENS = 24  # ~300 live steps over 7 policies: half a minute to a minute on a 2-core CPU
 MAX_MEDIAN_ERROR = 0.35  # a fit whose median |predicted / measured − 1| over its own steps is larger is not kept
 
-TIMING_ENV = "SPECTREE_TIMING"  # "smoke": the quick profile's short measurements (`smoke_timing`); unset: "full"
-SMOKE_FIT = ("sharegpt:1", 8)  # a smoke run's fit: the first fit prompt, 8 tokens per policy (~40 live steps)
-
-
-def smoke_timing() -> bool:
-    """Whether this process measures in smoke mode ($SPECTREE_TIMING=smoke, set by the quick profile's `run_all:`):
-    the cost model's forwards timed once each (not the fastest of 5), the step model fitted on `SMOKE_FIT`, PCT's
-    s_d/s_t from one round over those tokens — a smoke run's rough machine numbers, cached under names of their own
-    (`costmodel.cost_key`: "-smoke"), so that a full run never reads them nor a smoke run overwrites a full one."""
-    import os
-
-    from spectree.core.errors import SpectreeError
-
-    mode = os.environ.get(TIMING_ENV, "full")
-    if mode not in ("full", "smoke"):
-        raise SpectreeError(f"{TIMING_ENV} must be 'full' or 'smoke', got {mode!r}")
-    return mode == "smoke"
+SMOKE_FIT = ("sharegpt:1", 8)  # a smoke run's fit (`core.machine.smoke_timing`): one fit prompt, 8 tokens a policy
 
 
 def fit_plan() -> tuple[str, int]:
@@ -290,10 +276,11 @@ def construction_forwards(generations: Sequence[Sequence]) -> tuple[list[float],
 
 def measure_construction(models, start: float, prompts=None, max_new_tokens: int = 0, seed: int = 0
                          ) -> ConstructionRatio:
-    """EDD's s_d/s_t on this machine (`ConstructionRatio`): PCT (RATIO_PCT) decodes `prompts` (FIT_PROMPTS, prompts
-    of their own; `fit_plan`) live for `max_new_tokens` (2 × its tokens) at s_d/s_t `start` (the cost model's one-token ratio),
-    then again at each measured ratio, since PCT's trees depend on it, until it moves less than RATIO_TOLERANCE or
-    after RATIO_ROUNDS rounds (one in smoke mode): the last ratio measured, with the load other processes put on the machine."""
+    """EDD's s_d/s_t on this machine (`ConstructionRatio`): PCT (RATIO_PCT) decodes `prompts` (the fit's, `fit_plan`:
+    prompts of their own) live for `max_new_tokens` (twice the fit's tokens) at s_d/s_t `start` (the cost model's
+    one-token ratio), then again at each measured ratio, since PCT's trees depend on it, until it moves less than
+    RATIO_TOLERANCE or after RATIO_ROUNDS rounds (one in smoke mode): the last ratio measured, with the load other
+    processes put on the machine."""
     from spectree.prompts import parse_prompt_spec
     from spectree.speed.load import OtherLoad
 

@@ -58,8 +58,8 @@ RESET = "%reset -f\nimport gc as _gc, matplotlib.pyplot as _plt\n_plt.close('all
 class SharedKernel:
     """One kernel for every notebook of a run: started by the first notebook papermill runs in it (`km`), its
     namespace reset (RESET) before each later one, shut down by `close`. A notebook must not rely on another's
-    state: each imports and loads what it uses, as in a fresh kernel (the default profile's runs, and CI's, check
-    that each notebook runs alone)."""
+    state: each imports and loads what it uses, as in a fresh kernel (the default profile runs each notebook in one,
+    which is what RESULTS.md is made from)."""
 
     def __init__(self) -> None:
         self.km = kernel_manager_class()(kernel_name="python3")

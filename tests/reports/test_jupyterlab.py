@@ -88,7 +88,7 @@ def replay_numbers(params: dict, beta: float) -> dict:
                     **{k: params[k] for k in ("K", "d_max", "beam", "b_env", "d_env")})
     logbook = read_logbook(logbook_dir(cfg, logbook_tag(params["prompts"])))
     policy = C2T(K=min(10, params["K"]), d_max=min(params["depth"], params["d_max"]), beta=beta, topk=0,
-                 classifier="smollm2-edd")
+                 classifier=params.get("classifier", "smollm2-edd"))  # the explorer's
     s = summarize(replay(logbook, policy))
     return {"tau": f"{s['tau']:.3f}", "gamma": f"{s['gamma']:.2f}"}
 

@@ -49,7 +49,7 @@ def no_papermill(monkeypatch):
     """runner.run_notebook without papermill: a notebook with a recorded run (.run.json) of this profile is 'current'
     (as if its inputs were unchanged), any other 'ran' in 3 s and records its run like the real one; `--force`
     reruns."""
-    def fake(name, profile, params, force, run=None):
+    def fake(name, profile, params, force, run=None, kernel=None):
         if not force and results.load_run(Path(name).stem).get("profile") == profile:
             return "current", 0.0
         results.record_run(Path(name).stem, run, 3.0)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from spectree.strategies import c2t
 from spectree.strategies.c2t import (ClassifierTraining, fit_and_save, hold_out_trees, recall_plateaued,
                                      select_epoch, train_classifier)
 
@@ -59,6 +60,18 @@ def test_training_stops_at_the_recall_plateau_and_keeps_the_chosen_epoch():
     on_path = valid.on_path.to_numpy()
     assert (pred & on_path).sum() / on_path.sum() == pytest.approx(float(chosen.recall.iloc[0]))
     assert pred.mean() == pytest.approx(float(chosen.positive_rate.iloc[0]))
+
+
+def test_the_held_out_logits_in_slices_are_the_whole_forwards(monkeypatch):
+    """Each epoch reads the held-out nodes in slices of EVAL_ROWS (no 60 MB allocation per epoch): the same logits,
+    also for a count that is no multiple of the slice and for none."""
+    torch.manual_seed(0)
+    model = c2t.C2TClassifier().eval()
+    x = model.inputs(logged_nodes(7, 1001, seed=3))
+    monkeypatch.setattr(c2t, "EVAL_ROWS", 1000)
+    with torch.no_grad():
+        assert torch.equal(c2t.held_out_logits(model, x), model(x)) and len(x) % 1000
+        assert c2t.held_out_logits(model, x[:0]).shape == (0,)
 
 
 def test_card_records_the_held_out_trees_and_the_curve(tmp_path):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 
 import argparse
-import os
 import signal
 import sys
 from dataclasses import fields
@@ -14,6 +13,7 @@ from spectree.cli.args import _Parser, _common, _device, _number, _output_file, 
 from spectree.cli.commands import (cmd_acceptance, cmd_bench, cmd_log, cmd_lossless, cmd_replay, cmd_train,
                                    cmd_tune)
 from spectree.core.errors import SpectreeError
+from spectree.core.machine import environment
 from spectree.prompts import CHAT_ENV, said_raw
 
 DEFAULT_STRATEGIES = ["chain:k=4", "kary:b=2,d=4"]
@@ -125,20 +125,14 @@ COMMANDS = {"bench": cmd_bench, "lossless": cmd_lossless, "log": cmd_log, "repla
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     chat = getattr(args, "chat", None)
-    before = os.environ.get(CHAT_ENV)
     said_raw.clear()  # a command says once that its prompts go in as raw text (`prompts.check_prompts`)
-    if chat is not None:  # how prompts become ids, for this process and the workers it spawns (`prompts.chat_mode`)
-        os.environ[CHAT_ENV] = "yes" if chat else "no"
+    # how prompts become ids, for this process and the workers it spawns (`prompts.chat_mode`)
     try:
-        return COMMANDS[args.command](args)
+        with environment({} if chat is None else {CHAT_ENV: "yes" if chat else "no"}):
+            return COMMANDS[args.command](args)
     except SpectreeError as err:
         print(f"spectree: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM during training (which saved a checkpoint first)
         print("spectree: interrupted", file=sys.stderr)
         return 128 + getattr(err, "signum", signal.SIGINT)
-    finally:
-        if before is None:
-            os.environ.pop(CHAT_ENV, None)
-        else:
-            os.environ[CHAT_ENV] = before

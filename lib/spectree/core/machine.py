@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import platform
 import re
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -50,6 +52,22 @@ def host_name() -> str:
     threads"."""
     host = f"{cpu_model()}, {cpu_isa()}, {torch.get_num_threads()} threads"
     return f"{host}; GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else host
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """This process's environment with `values` set for the block (inherited by every process it starts meanwhile:
+    kernels, workers), and as it was after."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 TIMING_ENV = "SPECTREE_TIMING"  # "smoke": the quick profile's brief machine measurements (`smoke_timing`)

@@ -64,6 +64,17 @@ def figures_dir() -> Path:
     return home() / "figures"
 
 
+def atomic_write_npy(path: Path, array) -> None:
+    """`np.save` of `array` to `path`, atomically (`atomic_write_bytes`)."""
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
 def atomic_write_bytes(path: Path, payload: bytes) -> None:
     """Write to a temp file in the same folder, then rename: readers never see half a file."""
     path = Path(path)

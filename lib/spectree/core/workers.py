@@ -16,6 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from spectree.core.errors import SpectreeError
+from spectree.core.machine import environment
 
 ENV = "SPECTREE_WORKERS"  # processes for untimed work; unset: one per core on a CPU (at most MAX_WORKERS), 1 on a GPU
 MAX_WORKERS = 8
@@ -57,15 +58,8 @@ def in_processes(job: Callable, args: Sequence[tuple], workers: int, load: Optio
     order of `args`; a job's error is raised here."""
     threads = max(1, torch.get_num_threads() // workers)
     initargs = (load, threads)
-    before = os.environ.get("TQDM_DISABLE")
-    os.environ["TQDM_DISABLE"] = "1"  # read as tqdm loads in each worker: only this process's bar, over the jobs
-    try:
+    with environment({"TQDM_DISABLE": "1"}):  # read as tqdm loads in each worker: only this process's bar
         return _run_pool(job, args, workers, initargs, desc)
-    finally:
-        if before is None:
-            del os.environ["TQDM_DISABLE"]
-        else:
-            os.environ["TQDM_DISABLE"] = before
 
 
 def _run_pool(job: Callable, args: Sequence[tuple], workers: int, initargs: tuple, desc: str) -> list:

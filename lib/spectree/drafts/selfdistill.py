@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from spectree.core.errors import SpectreeError
 from spectree.core.manifest import (beside, inside, matches, resume_or_restart, reuse_or_rebuild, source_name,
                                     write_manifest)
-from spectree.core.paths import atomic_write_bytes, atomic_write_text, cache_dir
+from spectree.core.paths import atomic_write_bytes, atomic_write_npy, atomic_write_text, cache_dir
 from spectree.prompts import chat_ids, conversation_text, load_prompts, load_sharegpt_conversations
 
 # prompt sources and their longest prompt (chat template included): function prompts carry a docstring
@@ -116,9 +116,7 @@ def _sharegpt_windows(tokenizer, seq_len: int, seed: int) -> Iterator[tuple[str,
 def _tokenise_sharegpt(tokenizer, seq_len: int, seed: int, n_chunks: int, path: Path) -> list[list[int]]:
     made = list(islice(_sharegpt_windows(tokenizer, seq_len, seed), n_chunks))
     chunks = [w for _, w in made]
-    buf = io.BytesIO()
-    np.save(buf, np.array(chunks, dtype=np.int32).reshape(len(chunks), seq_len))
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_npy(path, np.array(chunks, dtype=np.int32).reshape(len(chunks), seq_len))
     sources = _sources_path(path)
     write_manifest(beside(sources), _chunks_manifest(tokenizer, seq_len, seed, n_chunks))
     _write_sources(sources, [i for i, _ in made])

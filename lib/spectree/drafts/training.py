@@ -30,6 +30,7 @@ from spectree.core.manifest import resume_or_refuse, source_name
 from spectree.core.paths import (
     artifact_path,
     atomic_write_bytes,
+    atomic_write_npy,
     atomic_write_text,
     cache_dir,
     check_name,
@@ -288,9 +289,7 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
         atomic_write_bytes(state_path, _state_bytes(payload))
 
     chunks = training_windows(target, tokenizer, cfg)
-    buf = io.BytesIO()
-    np.save(buf, token_ranking(chunks, target.config.vocab_size))
-    atomic_write_bytes(work / "vocab.npy", buf.getvalue())
+    atomic_write_npy(work / "vocab.npy", token_ranking(chunks, target.config.vocab_size))
     teacher = Teacher(target, layer if cfg.kind == "edd" else None, cfg.teacher_topk)
     rng = random.Random(cfg.seed)
     blocks = [(rng.randint(cfg.block_min, cfg.block_max), rng.randrange(cfg.block_max)) for _ in range(cfg.steps)]

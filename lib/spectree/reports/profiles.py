@@ -2,10 +2,8 @@
 under `run_all:`, how `run_all.sh` runs them (`RunSettings`)."""
 from __future__ import annotations
 
-import os
-from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Iterator, Optional
+from typing import Optional
 
 import yaml
 
@@ -45,30 +43,20 @@ class RunSettings:
         return {TIMING_ENV: self.timing, **({WORKERS_ENV: str(self.workers)} if self.workers is not None else {})}
 
 
-@contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    """os.environ with `values` set for the block, as it was after."""
-    before = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+CHOICES = {"kernel": ("fresh", "shared"), "timing": ("full", "smoke")}
 
 
 def run_settings(profile: str) -> RunSettings:
     found = profile_file(profile).get(RUN_KEY) or {}
-    unknown = set(found) - {f.name for f in fields(RunSettings)}
-    if unknown or found.get("kernel", "fresh") not in ("fresh", "shared") or not (
-            found.get("workers") is None or isinstance(found["workers"], int) and found["workers"] >= 1) or \
-            found.get("timing", "full") not in ("full", "smoke"):
+    bad = set(found) - {f.name for f in fields(RunSettings)}
+    bad |= {k for k, ok in CHOICES.items() if k in found and found[k] not in ok}
+    workers = found.get("workers")
+    if workers is not None and not (isinstance(workers, int) and workers >= 1):
+        bad.add("workers")
+    if bad:
         raise SpectreeError(f"params/{profile}.yaml: bad {RUN_KEY} settings {found!r}: use kernel: fresh|shared, "
                             f"workers: a whole number >= 1, timing: full|smoke")
     return RunSettings(**found)
 
 
-__all__ = ["PROFILES", "RUN_KEY", "profile_file", "profile_params", "RunSettings", "environment", "run_settings"]
+__all__ = ["PROFILES", "RUN_KEY", "profile_file", "profile_params", "RunSettings", "run_settings"]

@@ -144,7 +144,7 @@ def cached_flips(models: tuple, pair: str, prompts: str, positions: int) -> np.n
     texts, the positions), so notebook 13 reads what notebook 11 computed (a greedy continuation and a walk along
     it: about 45 s for 16 prompts × 32 positions on the 2-core host)."""
     from spectree.core.manifest import beside, digest, reuse_or_rebuild
-    from spectree.core.paths import atomic_write_bytes, cache_dir
+    from spectree.core.paths import atomic_write_npy, cache_dir
     from spectree.drafts.pairs import as_pair, draft_digest, target_digest
     from spectree.prompts import parse_prompt_spec
 
@@ -155,12 +155,8 @@ def cached_flips(models: tuple, pair: str, prompts: str, positions: int) -> np.n
     path = cache_dir() / "mix" / f"{named.tag}-{digest(manifest)}.npy"
 
     def build() -> np.ndarray:
-        import io
-
         flips = flip_weights(models, parsed, positions)
-        buffer = io.BytesIO()
-        np.save(buffer, flips)
-        atomic_write_bytes(path, buffer.getvalue())
+        atomic_write_npy(path, flips)
         return flips
 
     return reuse_or_rebuild(beside(path), manifest, lambda: np.load(path) if path.exists() else None, build)

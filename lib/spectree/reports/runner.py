@@ -32,7 +32,8 @@ from spectree.core.manifest import file_digest, reuse_or_rebuild
 from spectree.core.paths import atomic_write_text, data_dir, figures_dir, home
 from spectree.analysis.claims import BAR, verdict_text
 from spectree.reports.notebook_kernel import SharedKernel, kernel_manager_class
-from spectree.reports.profiles import environment, profile_params, run_settings
+from spectree.core.machine import environment
+from spectree.reports.profiles import profile_params, run_settings
 from spectree.reports.param_types import check_type
 from spectree.reports.result_figures import copies_text
 from spectree.reports.results import (EARLIER, REFERENCE_PROFILE, claims_of, headline, load_summary, quality_readings,

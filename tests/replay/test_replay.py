@@ -197,6 +197,35 @@ def test_logging_in_processes_writes_what_one_process_writes(tmp_path, monkeypat
         write_logbook(prompts, cfg, "t", out=tmp_path / "bad")
 
 
+@pytest.mark.slow
+def test_logging_workers_load_the_kernels_of_the_models_given(tmp_path, monkeypatch):
+    """Workers log on the kernels of the models a notebook passes (prepacked here): their files equal, float for
+    float, what those models log in this process — stock products in the workers differ in the last bits."""
+    import torch
+
+    from spectree.core.kernels import is_packed
+    from spectree.drafts.pairs import load_pair
+    from spectree.prompts import parse_prompt_spec
+    from spectree.replay.logbook import read_logbook, write_logbook
+
+    cfg = LogConfig(pair="smollm2-edd", max_new_tokens=4, K=4, d_max=3, beam=2, b_env=1, d_env=1)
+    prompts = parse_prompt_spec("mtbench:2")
+    models = load_pair(cfg.pair, kernels="packed")
+    if not is_packed(models[0]):
+        pytest.skip("no oneDNN prepacking on this CPU: every kernel is stock")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each of the two workers
+    try:
+        books = {}
+        for workers in ("1", "2"):
+            monkeypatch.setenv("SPECTREE_WORKERS", workers)
+            books[workers] = read_logbook(write_logbook(prompts, cfg, "t", out=tmp_path / workers, models=models))
+    finally:
+        torch.set_num_threads(threads)
+    for one, two in zip(books["1"], books["2"], strict=True):
+        pd.testing.assert_frame_equal(one.nodes, two.nodes, check_exact=True)
+
+
 def test_dyspec_shape_replays_dyspec_uncapped_and_capped_as_the_complete_tree_does(tiny_target):
     """DySpec's own logbook (shape "dyspec": only the children its Alg. 1 / Alg. 2 select at each budget, uncapped
     K = m and capped, plus each expanded node's first child) replays every one of them, at any depth up to d_max,

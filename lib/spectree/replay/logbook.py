@@ -250,8 +250,9 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
     written. A logbook of this name made from anything else (`logbook_manifest`) is a named result: refused in
     one line before any model loads (`log --name`); with `rebuild` it is an internal cache (`notebook_logbook`):
     its files are removed and it is logged again. `dtype`, `device`: how `load_pair` loads the pair (with
-    `models`, theirs). `known`: {prompt key: the target's greedy continuation} from another logbook of the pair
-    (`log_prompt`)."""
+    `models`, theirs, and their kernels in worker processes). `known`: {prompt key: the target's greedy
+    continuation} from another logbook of the pair (`log_prompt`)."""
+    from spectree.core.kernels import kernels_in_use
     from spectree.drafts.pairs import check_pair_prompts, load_pair
     from spectree.drafts.targets import resolve_device, resolve_dtype
 
@@ -272,8 +273,9 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
     if workers > 1:  # prompts are independent: one process each, sharing the cores (`core.workers`)
         from functools import partial
 
+        kernels = kernels_in_use(models[0]) if models else "stock"  # the caller's kernels: the same products
         in_processes(_log_in_worker, [(i, p, cfg, out, cont) for i, p, cont in todo], workers,
-                     partial(load_pair, cfg.pair, device=str(placed), dtype=dtype), f"logging {name}")
+                     partial(load_pair, cfg.pair, device=str(placed), dtype=dtype, kernels=kernels), f"logging {name}")
     elif todo:
         target, draft, tok = models or load_pair(cfg.pair, device=device, dtype=dtype)
         for i, prompt, cont in tqdm(todo, desc=f"logging {name}", unit="prompt"):

@@ -168,26 +168,35 @@ def test_log_shape_is_checked_before_any_model_loads():
         LogConfig(shape="c2t")
 
 
-@pytest.mark.slow
-def test_logging_in_processes_writes_what_one_process_writes(tmp_path, monkeypatch):
-    """`write_logbook` with SPECTREE_WORKERS 2 (spawned processes, the pair loaded by name in each) writes the
-    same files as one process, and a bad value is one clear error."""
+def logged_by_workers(prompts, cfg: LogConfig, tmp_path, monkeypatch, models=None) -> dict:
+    """{"1", "2"}: the logbook `write_logbook` writes with SPECTREE_WORKERS 1 and 2, this process on one torch
+    thread as each of the two workers."""
     import torch
 
-    from spectree.prompts import parse_prompt_spec
     from spectree.replay.logbook import read_logbook, write_logbook
 
-    cfg = LogConfig(pair="smollm2-edd", max_new_tokens=6, K=4, d_max=3, beam=1, b_env=1, d_env=1, shape="path")
-    prompts = parse_prompt_spec("mtbench:2+humaneval:1")
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as each of the two workers
+    torch.set_num_threads(1)
     try:
         books = {}
         for workers in ("1", "2"):
             monkeypatch.setenv("SPECTREE_WORKERS", workers)
-            books[workers] = read_logbook(write_logbook(prompts, cfg, "t", out=tmp_path / workers))
+            books[workers] = read_logbook(write_logbook(prompts, cfg, "t", out=tmp_path / workers, models=models))
+        return books
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_logging_in_processes_writes_what_one_process_writes(tmp_path, monkeypatch):
+    """`write_logbook` with SPECTREE_WORKERS 2 (spawned processes, the pair loaded by name in each) writes the
+    same files as one process, and a bad value is one clear error."""
+    from spectree.prompts import parse_prompt_spec
+    from spectree.replay.logbook import write_logbook
+
+    cfg = LogConfig(pair="smollm2-edd", max_new_tokens=6, K=4, d_max=3, beam=1, b_env=1, d_env=1, shape="path")
+    prompts = parse_prompt_spec("mtbench:2+humaneval:1")
+    books = logged_by_workers(prompts, cfg, tmp_path, monkeypatch)
     assert len(books["2"]) == 3
     for one, two in zip(books["1"], books["2"]):
         assert (one.prompt, one.continuation) == (two.prompt, two.continuation)
@@ -201,27 +210,16 @@ def test_logging_in_processes_writes_what_one_process_writes(tmp_path, monkeypat
 def test_logging_workers_load_the_kernels_of_the_models_given(tmp_path, monkeypatch):
     """Workers log on the kernels of the models a notebook passes (prepacked here): their files equal, float for
     float, what those models log in this process — stock products in the workers differ in the last bits."""
-    import torch
-
     from spectree.core.kernels import is_packed
     from spectree.drafts.pairs import load_pair
     from spectree.prompts import parse_prompt_spec
-    from spectree.replay.logbook import read_logbook, write_logbook
 
     cfg = LogConfig(pair="smollm2-edd", max_new_tokens=4, K=4, d_max=3, beam=2, b_env=1, d_env=1)
     prompts = parse_prompt_spec("mtbench:2")
     models = load_pair(cfg.pair, kernels="packed")
     if not is_packed(models[0]):
         pytest.skip("no oneDNN prepacking on this CPU: every kernel is stock")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as each of the two workers
-    try:
-        books = {}
-        for workers in ("1", "2"):
-            monkeypatch.setenv("SPECTREE_WORKERS", workers)
-            books[workers] = read_logbook(write_logbook(prompts, cfg, "t", out=tmp_path / workers, models=models))
-    finally:
-        torch.set_num_threads(threads)
+    books = logged_by_workers(prompts, cfg, tmp_path, monkeypatch, models)
     for one, two in zip(books["1"], books["2"], strict=True):
         pd.testing.assert_frame_equal(one.nodes, two.nodes, check_exact=True)
 

@@ -12,6 +12,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from spectree.core.groups import sibling_order
+from spectree.core.offers import append_offers
 from spectree.core.policy import Growth, NodeTable, Rows, grow
 from spectree.core.tree import DraftTree, Nodes
 
@@ -97,7 +98,8 @@ Offer = Callable[[DraftTree, torch.Tensor], Nodes]  # (every row so far, frontie
 
 
 def grow_offline(policy, offer: Offer, root: Optional[DraftTree] = None) -> DraftTree:
-    """The tree `policy` grows (through the real `core.policy.grow`) when `offer` proposes the children."""
+    """The tree `policy` grows (through the real `core.policy.grow`) when `offer` proposes the children; its
+    `offered`: the children offered the policy (those its `limit` let through), as live drafting counts them."""
     table = _table(root if root is not None else DraftTree.root(0, 5))
 
     def every_row() -> DraftTree:
@@ -106,10 +108,12 @@ def grow_offline(policy, offer: Offer, root: Optional[DraftTree] = None) -> Draf
     def propose(frontier: Rows) -> np.ndarray:
         cand = offer(every_row(), torch.from_numpy(frontier.idx))
         cand = cand.take(torch.from_numpy(sibling_order(cand.parents.numpy()) < policy.width(frontier)))  # as live
-        return table.append({f: t.numpy() for f, t in cand.columns().items()})
+        return append_offers(frontier, policy, {f: t.numpy() for f, t in cand.columns().items()})  # as live
 
     growth = grow(table, policy, propose)
-    return every_row().subtree(torch.from_numpy(growth.kept))
+    tree = every_row().subtree(torch.from_numpy(growth.kept))
+    tree.offered = len(table) - len(root if root is not None else [0])
+    return tree
 
 
 Path = tuple[int, ...]  # a node as the ranks of its path from the root (the root is ())

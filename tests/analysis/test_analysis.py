@@ -174,8 +174,10 @@ def _dyspec_tokens(n_prompts, size=200, rises=True, seed=2):
 def test_dyspec_claims_hold_fail_and_need_eight_prompts():
     claims = analysis.dyspec_claims(_dyspec_tokens(10), "x", n_resamples=1000)
     assert verdicts(claims) == ["holds", "holds"] and [c["n"] for c in claims] == [10, 10]
-    assert claims[0]["rule"] == ("99% bootstrap interval over prompts of Spearman ρ(p, acceptance) > 0, "
-                                 "n ≥ 8 prompts and ≥ 30 tokens")
+    assert claims[0]["rule"] == ("every step between adjacent bins with ≥ 30 tokens (0–0.2, 0.2–0.4, 0.4–0.6, 0.6–0.8, "
+                                 "0.8–1): 95% bootstrap interval over prompts of the rise in mean acceptance > 0, "
+                                 "n ≥ 8 prompts")
+    assert [round(b["mean"], 1) for b in claims[0]["details"]["by_bin"]] == [0.1, 0.3, 0.5, 0.7, 0.9]
     assert claims[1]["estimate"] == pytest.approx(claims[1]["details"]["rho"])  # scipy's spearmanr
     falls = analysis.dyspec_claims(_dyspec_tokens(10, rises=False), "x", n_resamples=1000)
     assert verdicts(falls) == ["does not hold", "does not hold"]
@@ -186,14 +188,16 @@ def test_dyspec_claims_hold_fail_and_need_eight_prompts():
 
 def test_dyspec_claims_clustering_matters():
     """10 prompts of 300 tokens: acceptance rises with p in six prompts and falls in four; the target follows
-    the draft in six and ignores it in four. Over the tokens ρ is 0.11 and 0.60, decisively; over prompts not."""
+    the draft in six and ignores it in four. Over the tokens the rise from the lower half of p to the upper (+0.1)
+    and ρ(p, target p) 0.60 are decisive; over prompts not."""
     rng = np.random.default_rng(0)
     p = rng.random(3000)
     rising, follows = per_prompt([1, 1, 1, 0, 1, 0, 1, 0, 1, 0], 300), per_prompt([1] * 6 + [0] * 4, 300)
     t = of_prompts(prompts(10, 300), p=p, accept=(rng.random(3000) < np.where(rising > 0, p, 1 - p)).astype(float),
-               target_prob=np.where(follows > 0, p + 0.02 * rng.random(3000), rng.random(3000)))
+                   target_prob=np.where(follows > 0, p + 0.02 * rng.random(3000), rng.random(3000)))
     assert C.correlation_rule(t.p, t.accept, 0.0, "ρ", strict=True, level=0.99).verdict == "holds"
     assert C.correlation_rule(t.p, t.target_prob, 0.5, "ρ").verdict == "holds"
-    assert verdicts(analysis.dyspec_claims(each_token_a_prompt(t), "x", n_resamples=500)) == ["holds", "holds"]
-    clustered = analysis.dyspec_claims(t, "x", n_resamples=1000)
+    tokens_as_prompts = analysis.dyspec_claims(each_token_a_prompt(t), "x", rise_bins=2, n_resamples=500)
+    assert verdicts(tokens_as_prompts) == ["holds", "holds"]
+    clustered = analysis.dyspec_claims(t, "x", rise_bins=2, n_resamples=1000)
     assert verdicts(clustered) == ["inconclusive", "inconclusive"] and [c["n"] for c in clustered] == [10, 10]

@@ -22,16 +22,20 @@ def test_ece_bootstrap_interval_is_seeded_resamples_prompts_and_brackets_the_est
     conf = rng.random(2000)
     acc = (rng.random(2000) < conf).astype(float)
     prompt = np.arange(2000) % 20
-    lo, hi = calibration.ece_interval(conf, acc, prompt, n_resamples=300)
-    assert (lo, hi) == calibration.ece_interval(conf, acc, prompt, n_resamples=300)
+    lo, hi, halves = calibration.ece_interval(conf, acc, prompt, n_resamples=300)
+    assert (lo, hi, halves) == calibration.ece_interval(conf, acc, prompt, n_resamples=300)
     assert lo <= calibration.ece(conf, acc) <= hi < 0.08
-    assert calibration.ece_interval([1.0, 1.0], [1, 1], [0, 1], n_resamples=50) == (0.0, 0.0)
-    # one prompt: every resample is the whole sample, so the interval is the ECE itself
+    # the halves: the ECE of the even and of the odd prompts alone
+    even, odd = prompt % 2 == 0, prompt % 2 == 1
+    assert halves == pytest.approx([calibration.ece(conf[even], acc[even]), calibration.ece(conf[odd], acc[odd])])
+    assert calibration.ece_interval([1.0, 1.0], [1, 1], [0, 1], n_resamples=50)[:2] == (0.0, 0.0)
+    # one prompt: every resample is the whole sample, so the interval is the ECE itself (and nothing to halve)
     single = calibration.ece_interval(conf, acc, np.zeros(2000), n_resamples=50)
-    assert single == pytest.approx((calibration.ece(conf, acc),) * 2)
+    assert single[:2] == pytest.approx((calibration.ece(conf, acc),) * 2) and single[2] == []
     # bins are pooled over the drawn prompts: two prompts miscalibrated in opposite directions cancel
     both = calibration.ece_interval([0.5] * 4, [1, 1, 0, 0], [0, 0, 1, 1], n_resamples=200)  # each prompt: ECE 0.5
-    assert both == pytest.approx((0.0, 0.5)) and calibration.ece([0.5] * 4, [1, 1, 0, 0]) == 0.0
+    assert both[:2] == pytest.approx((0.0, 0.5)) and calibration.ece([0.5] * 4, [1, 1, 0, 0]) == 0.0
+    assert both[2] == pytest.approx([0.5, 0.5])  # each half is one prompt
     st = calibration.calibration_stats(conf, acc, prompt, n_resamples=300)
     c = calibration.calibration_claim("x", "y", st, tolerance=0.1, paper_ece=0.019)
     assert c["verdict"] == "holds" and c["details"]["tokens"] == 2000 and c["details"]["prompts"] == 20

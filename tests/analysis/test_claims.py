@@ -27,11 +27,11 @@ def verdicts(claims):
 
 # --- the vocabulary and the rules ---------------------------------------------------------------------------
 
-def test_only_claims_defines_the_vocabulary():
+def test_only_verdicts_defines_the_vocabulary():
     owners = [p.relative_to(LIB).as_posix() for p in LIB.rglob("*.py")
               if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "VERDICTS" for t in n.targets)
                      for n in ast.walk(ast.parse(p.read_text())))]
-    assert owners == ["analysis/claims.py"]
+    assert owners == ["analysis/verdicts.py"]
     assert C.VERDICTS == ("holds", "does not hold", "inconclusive", "not testable")
 
 
@@ -160,22 +160,55 @@ def test_a_decisive_verdict_needs_eight_independent_units():
 
 def test_a_paper_claim_that_does_not_hold_carries_a_computed_diagnosis():
     """The 'more prompts' factor is read off the evidence: an inconclusive interval that would clear its bar at a
-    reachable n says "too few prompts"; a does-not-hold says more prompts would not flip it; other factors
-    given as readings name what flips it; a bar of ours and a holding claim carry none."""
+    reachable n on the holding side says "too few prompts"; one whose projection lands on the other side does not;
+    a does-not-hold says more prompts would not flip it; a tried reading that holds opens with its factor; with
+    nothing flipping it the diagnosis says what was and was not tried; a bar of ours and a holding claim carry
+    none."""
+    from spectree.analysis.diagnosis import reading
+
     near = C.interval_rule(0.1, -0.05, 0.25, 0.0, 10, "x")  # half-width 0.15, gap 0.1: ≈ 23 prompts
     c = C.claim("x", "p", 1, near)
     assert c["diagnosis"].startswith("too few prompts") and "≈ 23 prompts" in c["diagnosis"]
     assert C.units_needed(near) == pytest.approx(22.5)
+    against = C.claim("x", "p", 1, C.interval_rule(-0.1, -0.25, 0.05, 0.0, 10, "x"))  # it would NOT hold from ≈ 23
+    assert not against["diagnosis"].startswith("too few") and "would not hold from ≈ 23" in against["diagnosis"]
+    assert against["diagnosis"].startswith("no factor tried flips it")
     skewed = C.interval_rule(1.0, 0.97, 1.005, 0.98, 16, "x")  # the side towards the bar (0.03) sets the need
     assert C.units_needed(skewed) == pytest.approx(36.0)
     assert C.units_needed(C.interval_rule(1.0, 0.98, 1.1, 0.98, 16, "x")) == 17  # never "from n" at n
     far = C.interval_rule(-0.2, -0.3, -0.1, 0.0, 16, "x")
-    knobs = C.claim("y", "p", 1, far, readings={"paper's knobs": "holds at s_d/s_t 0.037"})
-    assert knobs["diagnosis"].startswith("holds with paper's knobs") and "would not flip it" in knobs["diagnosis"]
-    pair = C.claim("z", "p", 1, far, readings={"draft quality": "does not hold at any agreement up to 0.80"})
-    assert pair["diagnosis"].startswith("no factor flips it: a property of this pair")
+    knobs = C.claim("y", "p", 1, far, readings={"knobs": reading("m = 8: holds", "holds", where="m = 8")})
+    assert knobs["diagnosis"].startswith("holds with knobs (m = 8)") and "would not flip it" in knobs["diagnosis"]
+    untried = C.claim("u", "p", 1, far, readings={"knobs": reading("not re-read here", tried=False)})
+    assert untried["diagnosis"].startswith("no factor tried flips it (tried: more prompts); not tried: knobs, "
+                                           "draft quality")
+    off = C.claim("o", "p", 1, far, off_point="m = 32 (the paper's 64)")
+    assert "not tried: the paper's operating point (m = 32 (the paper's 64))" in off["diagnosis"]
+    pair = C.claim("z", "p", 1, far, readings={"draft quality": reading("does not hold at agreement 0.8",
+                                                                        "does not hold", papers_quality=True)})
+    assert pair["diagnosis"].startswith("a property of this pair")
     assert C.claim("b", "—", 1, far, kind="bar")["diagnosis"] == ""
     assert C.claim("h", "p", 1, C.interval_rule(0.2, 0.1, 0.3, 0.0, 16, "x"))["diagnosis"] == ""
+
+
+def test_a_decisive_paper_verdict_repeats_on_both_halves_of_its_units_or_is_unstable():
+    """Each decisive paper verdict is re-read on the even and the odd units: both on its side, "repeats"; one on the
+    other side, inconclusive ("unstable"); a rule that cannot split its units says "not split"; bars are not
+    re-read."""
+    steady = C.bootstrap_rule([np.full(16, 1.0) + np.arange(16) % 3 * 0.1], lambda x, axis=-1: x.mean(axis), 0.5, "x")
+    assert steady.halves == ("holds", "holds")
+    assert C.claim("s", "p", 1, steady)["repeat"] == "repeats"
+    # strong on the even units, below the bar on the odd ones: the whole interval clears the bar, the halves do not
+    split = np.where(np.arange(16) % 2 == 0, 3.0, 0.4) + np.arange(16) * 1e-3
+    flips = C.mean_rule(split, 0.5, "x")
+    assert flips.verdict == "holds" and flips.halves == ("holds", "does not hold")
+    unstable = C.claim("f", "p", 1, flips)
+    assert unstable["verdict"] == "inconclusive" and unstable["repeat"] == "unstable"
+    assert "unstable: holds on all units, the two halves read holds and does not hold" in unstable["rule"]
+    assert C.claim("b", "—", 1, flips, kind="bar")["verdict"] == "holds"  # our bars are not re-read
+    assert C.claim("t", "p", 1, C.interval_rule(1.0, 0.9, 1.1, 0.5, 16, "x"))["repeat"] == "not split"
+    parts = C.all_of([steady, flips])
+    assert parts.halves == ("holds", "does not hold")
 
 
 def test_the_bca_interval_is_offered_beside_the_percentile_one():
@@ -203,45 +236,40 @@ def _draft_report(rates, tau, prompts=10, positions=100, seed=0):
     return {**whole, "by_dataset": by_set}
 
 
-def test_draft_claims_judge_table_1_at_equal_budget_and_read_the_shipped_drafts_as_its_training_budget():
+def test_draft_claims_judge_table_1_at_equal_budget_and_read_the_shipped_drafts_beside():
     good = {"edd": _draft_report([0.7, 0.5], 2.5), "vdm": _draft_report([0.4, 0.2], 1.6, seed=1)}
-    equal = {"edd-eq": _draft_report([0.3, 0.2], 1.8, seed=2), "vdm-eq": _draft_report([0.5, 0.4], 2.0, seed=3)}
+    equal = {"edd-eq": _draft_report([0.68, 0.2], 1.8, seed=2), "vdm-eq": _draft_report([0.75, 0.4], 2.0, seed=3)}
     claims = draft_claims({**good, **equal}, "edd", "vdm", ("edd-eq", "vdm-eq"))
-    # our bars on the shipped EDD; Table 1 on the drafts trained alike, whatever the shipped pair shows
-    assert verdicts(claims) == ["holds", "holds", "does not hold", "does not hold"]
-    assert [c["kind"] for c in claims] == ["bar", "bar", "paper", "paper"]
-    assert [c["n"] for c in claims] == [20, 20, 20, 10]  # prompts (per dataset for the per-position claim)
+    # our bars on the shipped EDD; Table 1 on the drafts trained alike, the shipped drafts as a second reading
+    assert verdicts(claims) == ["holds", "holds", "does not hold", "holds", "does not hold", "holds"]
+    assert [c["kind"] for c in claims] == ["bar", "bar", "paper", "paper", "paper", "paper"]
+    assert [c["key"] for c in claims[2:]] == ["edd-table1-tau"] * 2 + ["edd-agreement"] * 2
+    assert [c["n"] for c in claims] == [20, 20, 20, 20, 10, 10]  # prompts (per dataset for the per-position claim)
     assert not claims[0]["readings"] and not claims[0]["diagnosis"]  # a bar of ours is not diagnosed
-    for c in claims[2:]:
-        assert "equal budget (same data, steps, seed)" in c["name"]
-        budget = c["readings"]["training budget"]
-        assert budget.startswith("holds with the shipped drafts' unequal training (EDD five stages")
-        assert "seed: not recorded (no card)" in budget
-        assert c["diagnosis"].startswith("holds with training budget")
-    assert "τ 2.5" in claims[2]["readings"]["training budget"] and "95% interval [+" in claims[2]["readings"][
-        "training budget"] and "min gap +0." in claims[3]["readings"]["training budget"]
-    # the equal-budget verdict holds while the shipped pair does not: the reading says so, and flips nothing
-    swapped = {"edd": equal["edd-eq"], "vdm": equal["vdm-eq"], "edd-eq": good["edd"], "vdm-eq": good["vdm"]}
-    claims = draft_claims(swapped, "edd", "vdm", ("edd-eq", "vdm-eq"))
-    assert verdicts(claims)[2:] == ["holds"] * 2 and not claims[2]["readings"]
-    claims = draft_claims({"edd": good["vdm"], "vdm": good["edd"], "e": good["vdm"], "v": good["edd"]}, "edd", "vdm",
-                          ("e", "v"))
-    assert verdicts(claims)[2:] == ["does not hold"] * 2
-    assert claims[2]["readings"]["training budget"].startswith("does not hold with the shipped")
-    assert claims[2]["diagnosis"].startswith("no factor tried flips it")
-    # no equal-budget pair: Table 1 is not judged on the shipped drafts (they stay its reading)
-    assert verdicts(draft_claims(good, "edd", "vdm"))[2:] == ["inconclusive"] * 2
+    tallied, shipped = claims[2], claims[3]
+    assert "equal budget (same data, steps, seed)" in tallied["name"] and not tallied["off_point"]
+    assert shipped["off_point"].startswith("the shipped drafts, whose training differs in budget, data, stages")
+    assert "τ 2.5" in shipped["ours"] and "seed: not recorded (no card)" in shipped["ours"]
+    assert "training budget" not in tallied["readings"]  # the shipped pair is no budget reading
+    # one standard for every comparison of drafts: an equal-budget EDD below the shipped EDD's agreement − 0.05
+    weak = {**good, "edd-eq": _draft_report([0.3, 0.2], 1.8, seed=2), "vdm-eq": equal["vdm-eq"]}
+    claims = draft_claims(weak, "edd", "vdm", ("edd-eq", "vdm-eq"))
+    assert verdicts(claims)[2::2] == ["not testable"] * 2
+    assert "the equal-budget EDD (edd-eq)'s position-1 agreement is 0.29" in claims[2]["rule"]
+    assert "the floor: the shipped EDD's less 0.05" in claims[2]["rule"]
+    # no equal-budget pair: Table 1 is not judged on the shipped drafts (they stay a second reading)
+    assert verdicts(draft_claims(good, "edd", "vdm"))[2::2] == ["inconclusive"] * 2
     tiny = {"edd": _draft_report([0.6, 0.5], 2.5, prompts=1, positions=5),
             "vdm": _draft_report([0.2, 0.1], 1.2, prompts=1, positions=5, seed=1)}
     claims = draft_claims(tiny, "edd", "vdm", ("edd", "absent"))
-    assert verdicts(claims) == ["inconclusive"] * 4
-    assert [c["n"] for c in claims] == [2, 2, 0, 0]  # n counts prompts, not tokens
+    assert verdicts(claims) == ["inconclusive"] * 6
+    assert [c["n"] for c in claims[:3]] == [2, 2, 0]  # n counts prompts, not tokens
     assert C.verdict_text(claims[0]) == "inconclusive (n = 2)"
     # the paper column holds only the paper's statements; our bars are goals
     assert claims[0]["paper"] == "—" and "0.50" in claims[0]["goal"]
     assert "2.73" in claims[1]["paper"] and "2.2" in claims[1]["goal"] and "2.2" not in claims[1]["paper"]
     assert "1.96" in claims[2]["paper"] and "Table 1" in claims[2]["name"]
-    assert "l.811" in claims[3]["paper"] and "ours" in claims[3]["goal"]
+    assert "l.811" in claims[4]["paper"] and "ours" in claims[4]["goal"]
 
 
 # --- notebook 02: replay-sweep claims -----------------------------------------------------------------------
@@ -327,7 +355,7 @@ def test_speed_claims_leave_the_reference_rows_out():
 
 
 def test_speed_claims_compare_dyspec_with_specinfer_of_the_same_budget_per_prompt():
-    name = "DySpec: more tokens per step than SpecInfer-style trees of the same budget (T = 0)"
+    name = "DySpec accepts more per step than SpecInfer-style trees of the same budget (T = 0)"
 
     def runs(dyspec_tau):
         out = _runs({"DySpec m=8": 3.0, "SpecInfer-style m=8": 3.0})
@@ -337,17 +365,28 @@ def test_speed_claims_compare_dyspec_with_specinfer_of_the_same_budget_per_promp
     assert {c["name"]: c["verdict"] for c in speed_claims({0.0: runs(2.5)}, budget=8)}[name] == "holds"
     failed = {c["name"]: c for c in speed_claims({0.0: runs(1.5)}, budget=8)}[name]
     assert failed["verdict"] == "does not hold" and failed["kind"] == "paper"
-    # the paper column states what DySpec's tables show against Specinfer, and no more (Sequoia leads in 3 of 6)
-    assert "all 12 cells" in failed["paper"] and "Sequoia, not compared here" in failed["paper"]
-    assert failed["readings"]["paper's knobs"].startswith("not re-read here: DySpec Tables 1–2 use trees of 64")
-    assert failed["diagnosis"].startswith("no factor tried flips it")
+    # the paper column states what DySpec's tables show against Specinfer, and no more
+    assert "all 12 cells" in failed["paper"] and failed["key"] == "dyspec-tables12-specinfer"
+    assert failed["cell"] == "T = 0 (live)" and failed["off_point"] == "m = 8 (the paper's 64)"
+    assert "not tried: the paper's operating point (m = 8 (the paper's 64))" in failed["diagnosis"]
+    # at the paper's budget, Alg. 1 uncapped (K = m), the reading is tallied; a K cap is named
+    from spectree.strategies import DySpec
+
+    def at64(K):
+        out = _runs({"DySpec m=64": 3.0, "SpecInfer-style m=64": 3.0})
+        for r in out:
+            r.tau_sum = int(r.forwards * (2.5 if r.strategy == "DySpec m=64" else 2.0)) + len(r.prompt) % 3
+        return {c["name"]: c for c in speed_claims({0.0: out}, budget=64,
+                                                   policies={"DySpec m=64": DySpec(m=64, K=K)})}[name]
+    assert at64(64)["off_point"] == "" and at64(64)["verdict"] == "holds"
+    assert at64(8)["off_point"] == "K capped at 8 (Alg. 1 has no cap)"
 
 
 def test_speed_claims_gunjur_dyn_width_only_against_its_baseline_and_every_other_entropy_tree():
-    name = "Gunjur: dyn width only saves the most time against chain-4 (7.16% vs static 2.3%) (T = 0.6)"
+    name = "Gunjur: dyn width only saves the most time against chain-4 (7.16% vs static 2.3%) (T = 0.6, depth 4)"
     base = {"chain-4": 4.2, "static b=2 d=4": 3.8, "simple cutoff": 3.6}
     fastest = {c["name"]: c for c in speed_claims({0.6: _runs({**base, "dyn width only": 3.0})})}[name]
-    assert fastest["verdict"] == "holds" and fastest["ours"].startswith("28.")  # 1 − 3.0 / 4.2 ≈ 29% saved
+    assert fastest["verdict"] == "holds" and "Dyn width only 28." in fastest["ours"]  # 1 − 3.0 / 4.2 ≈ 29% saved
     second = {c["name"]: c for c in speed_claims({0.6: _runs({**base, "dyn width only": 4.0})})}[name]
     assert second["verdict"] == "does not hold" and second["kind"] == "paper"
     assert "(not run: Dyn width+depth)" in second["ours"] and "fixed proposal (Alg. 1)" in second["rule"]
@@ -356,10 +395,11 @@ def test_speed_claims_gunjur_dyn_width_only_against_its_baseline_and_every_other
 def test_gunjur_is_re_read_on_a_gpu_cost_model_and_at_the_papers_knobs():
     """A Gunjur claim that does not hold on this CPU is re-read with each run's own steps priced on a GPU cost model
     (`Run.priced_s`): a reading that holds there flips it ("holds with GPU cost model"); the paper's depth 4 and
-    T = 0.4 are named where the run differs; without priced runs there is no GPU reading."""
+    T = 0.4 are named where the run differs (off the paper's point), and its own run there is tallied; without
+    priced runs there is no GPU reading."""
     from spectree.strategies import EntropyBranching
 
-    name = "Gunjur: dyn width only saves the most time against chain-4 (7.16% vs static 2.3%) (T = 0.6)"
+    name = "Gunjur: dyn width only saves the most time against chain-4 (7.16% vs static 2.3%) (T = 0.6, depth 3)"
     base = {"chain-4": 4.2, "static b=2 d=4": 3.8, "simple cutoff": 3.6}
 
     def priced(gpu_seconds: dict):
@@ -371,15 +411,22 @@ def test_gunjur_is_re_read_on_a_gpu_cost_model_and_at_the_papers_knobs():
     policies = {"dyn width only": EntropyBranching(d=3)}
     flips = {c["name"]: c for c in speed_claims({0.6: priced({**base, "dyn width only": 2.0})}, policies=policies,
                                                 priced_on=where)}[name]
-    assert flips["verdict"] == "does not hold" and flips["readings"]["GPU cost model"].startswith(f"holds on {where}")
-    assert flips["diagnosis"].startswith("holds with GPU cost model")
-    assert "ours 3" in flips["readings"]["paper's knobs"] and "T = 0.4 (ours 0.6)" in flips["readings"]["paper's knobs"]
-    stays = {c["name"]: c for c in speed_claims({0.6: priced({**base, "dyn width only": 5.0})}, priced_on=where)}[name]
-    assert stays["readings"]["GPU cost model"].startswith(f"does not hold on {where}")
+    gpu = flips["readings"]["GPU cost model"]
+    assert flips["verdict"] == "does not hold" and gpu["text"].startswith(f"holds on {where}") and gpu["verdict"] == \
+        "holds"
+    assert flips["diagnosis"].startswith(f"holds with GPU cost model ({where})")
+    assert flips["off_point"] == "depth 3, T = 0.6 (the paper's: depth 4, T = 0.4)"
+    stays = {c["name"]: c for c in speed_claims({0.6: priced({**base, "dyn width only": 5.0})}, priced_on=where,
+                                                policies=policies)}[name]
+    assert stays["readings"]["GPU cost model"]["text"].startswith(f"does not hold on {where}")
     assert not stays["diagnosis"].startswith("holds")
     unpriced = {c["name"]: c for c in speed_claims({0.6: _runs({**base, "dyn width only": 6.0})},
-                                                   priced_on=where)}[name]
+                                                   priced_on=where, policies=policies)}[name]
     assert "GPU cost model" not in unpriced["readings"]
+    # Gunjur's own run at depth 4, T = 0.4: at the paper's point, tallied
+    own = speed_claims({0.0: _runs(base)}, gunjur=(0.4, 4, _runs({**base, "dyn width only": 3.0})))
+    paper = [c for c in own if c.get("key") == "gunjur-fig2" and c["name"].endswith("(T = 0.4, depth 4)")]
+    assert len(paper) == 1 and paper[0]["off_point"] == "" and paper[0]["verdict"] == "holds"
 
 
 def _c2t_runs(shares: dict, e2_tau: float = 2.3, e2_gamma: float = 32.0, prompts: int = 10):
@@ -399,7 +446,7 @@ def _c2t_runs(shares: dict, e2_tau: float = 2.3, e2_gamma: float = 32.0, prompts
 def test_c2t_is_read_at_eagle2s_tau_on_its_beta_curve():
     """C2T Table 2 picks β so that τ equals EAGLE-2's: the claim reads C2T's β curve at EAGLE-2's τ (linear between
     settings) and compares the γ needed there with EAGLE-2's, not a fixed β with a fixed N."""
-    name = "C2T reaches EAGLE-2's τ with 75–80% of its γ (β read at EAGLE-2's τ)"
+    name = "C2T reaches EAGLE-2's τ with 75–80% of its γ (C2T Table 2; live, T = 0)"
     lean = {"C2T β=0.2": (2.5, 26.0), "C2T β=0.5": (2.1, 14.0)}  # at τ 2.3: γ 20, 62.5% of 32
     holds = {c["name"]: c for c in speed_claims({0.0: _c2t_runs(lean)})}[name]
     assert holds["verdict"] == "holds" and holds["estimate"] == pytest.approx(0.625, abs=0.03)
@@ -473,20 +520,28 @@ def test_block_claims_hold_fail_and_read_the_timing_spread():
     logged = _blocks([1.5, 1.1], "prefix", [0.0, 1024.0])
     times = _times({"original": (2.0, 2.2), "dfs": (1.0, 1.1)}, {"original": (9.0, 9.2), "dfs": (9.0, 9.2)})
     assert verdicts(sparsity.block_claims(random, logged, times)) == ["holds"] * 6
+    # the loop is faster in DFS order than in the original (2×), but slower than dense attention: the speed claim
+    # reads the dense baseline, so it does not hold
     worse = sparsity.block_claims(_blocks([0.8, 0.7, 0.6], "nodes", [256.0, 512.0, 1024.0]),
                                   _blocks([0.8, 1.2], "prefix", [0.0, 1024.0]),
-                                  _times({"original": (1.0, 1.05), "dfs": (1.0, 1.05)},
+                                  _times({"original": (20.0, 21.0), "dfs": (10.0, 10.5)},
                                          {"original": (14.0, 15.0), "dfs": (9.0, 9.5)}))
-    assert verdicts(worse) == ["does not hold"] * 6
-    noisy = sparsity.block_claims(_blocks([1.02, 1.03, 1.04], "nodes", [256.0, 512.0, 1024.0], trees=3),
+    assert verdicts(worse) == ["does not hold"] * 6 and worse[4]["details"]["order_ratio"][0] == pytest.approx(2.0)
+    # deterministic counts: a margin of 1.02× is fewer, read exactly (no tolerance); two trees a size are too few
+    noisy = sparsity.block_claims(_blocks([1.02, 1.03, 1.04], "nodes", [256.0, 512.0, 1024.0], trees=2),
                                   _blocks([1.02, 1.01], "prefix", [0.0, 1024.0], trees=2),
                                   _times({"original": (1.3, 2.6), "dfs": (1.0, 1.2)},
                                          {"original": (8.0, 11.0), "dfs": (9.0, 9.5)}, reps=3))
     assert verdicts(noisy) == ["inconclusive"] * 6
-    assert [c["n"] for c in noisy] == [9, 9, 2, 2, 3, 3] and C.verdict_text(noisy[4]) == "inconclusive (n = 3)"
-    # enough rounds, but paired ratios of 1.00 .. 1.19 (sparse) and 0.77 .. 1.28 (dense): the median's interval
-    # straddles the bar, so neither verdict
-    straddle = sparsity.block_claims(random, logged, _times({"original": (1.0, 1.43), "dfs": (1.0, 1.2)},
+    assert [c["n"] for c in noisy] == [6, 6, 2, 2, 3, 3] and C.verdict_text(noisy[4]) == "inconclusive (n = 3)"
+    assert noisy[0]["rule"].startswith("deterministic count (exact, no interval)") and "tolerance" not in noisy[0]["rule"]
+    assert noisy[0]["readings"]["more prompts"]["text"].startswith("too few random trees: n = 6 < 8")
+    enough = sparsity.block_claims(_blocks([1.02, 1.03, 1.04], "nodes", [256.0, 512.0, 1024.0], trees=3),
+                                   logged, times)
+    assert verdicts(enough)[:2] == ["holds", "holds"] and enough[0]["n"] == 9
+    # enough rounds, but paired ratios of 0.95 .. 1.25 (dense ÷ sparse, DFS) and 0.77 .. 1.28 (dense original ÷
+    # DFS): the median's interval straddles the bar, so neither verdict
+    straddle = sparsity.block_claims(random, logged, _times({"original": (1.0, 1.43), "dfs": (9.6, 7.2)},
                                                             {"original": (7.0, 11.5), "dfs": (9.1, 9.0)}, reps=12))
     assert verdicts(straddle)[4:] == ["inconclusive", "inconclusive"] and straddle[4]["n"] == 12
 

@@ -115,10 +115,18 @@ def test_table2_reads_c2t_without_second_pruning_against_the_paper_s_80_percent(
 
 def test_fig4_needs_fewer_candidates_at_every_eagle2_size_for_every_variant():
     uneven = S.c2t_claims(_c2t_table({0: (0.7, 0.7, 1.3)}))  # the median is 70%, one size needs 130%
-    assert verdicts(uneven) == ["holds", "does not hold"]
-    assert verdicts(S.c2t_claims(_c2t_table({0: (0.7, 0.7, 0.8), 4: (0.8, 0.9, 0.9)})))[1] == "holds"
-    assert verdicts(S.c2t_claims(_c2t_table({0: (0.7, 0.7, 0.8), 4: (0.8, 1.2, 0.9)})))[1] == "does not hold"
-    assert verdicts(S.c2t_claims(_c2t_table({}))) == ["inconclusive", "inconclusive"]
+    assert verdicts(uneven) == ["holds", "holds", "does not hold"]  # Table 2 (≤ 80%), Table 4 (≤ 85%), Fig. 4
+    assert [c["key"] for c in uneven] == ["c2t-table2", "c2t-table4", "c2t-fig4"]
+    assert verdicts(S.c2t_claims(_c2t_table({0: (0.7, 0.7, 0.8), 4: (0.8, 0.9, 0.9)})))[2] == "holds"
+    assert verdicts(S.c2t_claims(_c2t_table({0: (0.7, 0.7, 0.8), 4: (0.8, 1.2, 0.9)})))[2] == "does not hold"
+    assert verdicts(S.c2t_claims(_c2t_table({}))) == ["inconclusive"] * 3
+    # read at the sweep's TopK and d_max: at Table 4's 10 / 6 its claim is tallied, the main tables' 15 / 10 not
+    at = {knobs: {c["key"]: c["off_point"] for c in S.c2t_claims(pd.DataFrame(
+        [{**r, "params": {**r["params"], "K": knobs[0], "d_max": knobs[1]}} if r["name"] == "eagle2" else r
+         for r in _c2t_table({0: (0.7, 0.7, 1.3)}).to_dict("records")]))} for knobs in ((10, 6), (15, 10))}
+    assert at[10, 6]["c2t-table4"] == "" and at[10, 6]["c2t-table2"] == \
+        "TopK 10, d_max 6 (the main tables': TopK 15, d_max 10)" and at[10, 6]["c2t-fig4"]
+    assert at[15, 10]["c2t-table2"] == at[15, 10]["c2t-fig4"] == "" and at[15, 10]["c2t-table4"]
 
 
 # --- EDD Table 2: α at equal τ -----------------------------------------------------------------------------------
@@ -134,15 +142,18 @@ def _edd_table(pct_tau, pct_depth, e2_curve, pct_gamma=12.0, machine=None):
     return pd.DataFrame(rows)
 
 
-def test_pct_alpha_is_compared_with_eagle2_s_at_pct_s_tau():
-    # PCT τ 3.0 over depth 5 (α 0.6) beats EAGLE-2 N 50's α 0.4 (τ 2.4, depth 6), but at τ 3.0 EAGLE-2's α is 0.63
-    deep = _edd_table(3.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 3.2, 4.5)])
-    assert verdicts(S.edd_claims(deep))[0] == "does not hold"
-    shallow = _edd_table(2.2, 3.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 3.2, 6.0)])  # α 0.73 vs 0.37
-    claims = S.edd_claims(shallow)
-    assert claims[0]["verdict"] == "holds" and claims[0]["estimate"] == pytest.approx(2.2 / 3 - 2.2 / 6, abs=0.02)
-    beyond = _edd_table(3.5, 3.0, [(20, 2.0, 6.0), (50, 2.4, 6.0)])  # no EAGLE-2 size reaches PCT's τ
-    assert verdicts(S.edd_claims(beyond))[0] == "inconclusive"
+def test_pct_alpha_is_compared_with_eagle2_as_edd_ran_it_and_along_its_n_curve_beside():
+    # PCT τ 3.0 over depth 5 (α 0.6) beats EAGLE-2 10/6/50's α 0.4 (τ 2.4, depth 6): the tallied reading, EDD Table
+    # 2's own setting; at τ 3.0 EAGLE-2's N curve has α 0.63: a second reading, which does not flip the verdict
+    deep = S.edd_claims(_edd_table(3.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 3.2, 4.5)]))[0]
+    assert deep["verdict"] == "holds" and deep["estimate"] == pytest.approx(0.6 - 0.4, abs=0.02)
+    assert "EAGLE-2 10/6/50 α 0.400 at τ 2.400 (mean depth reached 6.00 of its 6)" in deep["ours"]
+    failing = S.edd_claims(_edd_table(2.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 4.0), (80, 3.2, 4.5)]))[0]
+    assert failing["verdict"] == "does not hold"  # α 0.4 vs 0.6
+    curve = failing["readings"][S.KNOBS + " (EAGLE-2's N curve)"]
+    assert curve["text"].startswith("α(PCT) − α(EAGLE-2 at PCT's τ") and curve["tried"]
+    no_n50 = _edd_table(2.2, 3.0, [(20, 2.0, 6.0), (80, 3.2, 6.0)])  # EDD's EAGLE-2 size not scored
+    assert verdicts(S.edd_claims(no_n50))[0] == "inconclusive"
 
 
 def test_half_the_nodes_is_read_against_eagle2_s_curve_at_pct_s_tau_not_at_n_50():
@@ -161,13 +172,17 @@ def test_half_the_nodes_is_read_against_eagle2_s_curve_at_pct_s_tau_not_at_n_50(
 def test_pct_is_judged_at_the_paper_s_ratio_and_read_at_this_machine_s_beside():
     table = _edd_table(3.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 3.2, 4.5)], machine=(2.2, 6.0, 3.0))
     claims = S.edd_claims(table)
-    assert verdicts(claims)[0] == "does not hold" and "s_d/s_t 0.037" in claims[0]["ours"]
-    knobs = claims[0]["readings"][S.KNOBS]
-    assert knobs.startswith("read at the paper's s_d/s_t 0.037") and "this machine's s_d/s_t 0.2: holds" in knobs
-    assert "holds with" not in claims[0]["diagnosis"]  # the machine's ratio is a second reading, not a flip
+    assert verdicts(claims)[2] == "holds" and "s_d/s_t 0.037" in claims[2]["ours"]
+    failing = S.edd_claims(_edd_table(1.5, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0)], machine=(2.2, 6.0, 3.0)))[2]
+    assert failing["verdict"] == "does not hold"  # τ 1.5 vs VCT's 1.8
+    knobs = failing["readings"][S.KNOBS]
+    assert knobs["text"].startswith("read at the paper's s_d/s_t 0.037") and \
+        "the one-token forward ratio 0.2: holds" in knobs["text"]
+    # another s_d/s_t that holds is named in the opening, as the reading that flips it (the tallied one stays 0.037)
+    assert failing["diagnosis"].startswith("holds with knobs (the one-token forward ratio 0.2)")
     swapped = table.assign(params=[{**p, "ratio": {0.037: 0.2, 0.2: 0.037}.get(p.get("ratio"), p.get("ratio"))}
                                    for p in table.params])
-    assert verdicts(S.edd_claims(swapped))[0] == "holds"  # the row at 0.037 is the verdict, wherever it is listed
+    assert S.edd_claims(swapped)[0]["ours"].startswith("PCT (s_d/s_t 0.037)")  # the row at 0.037 is the verdict
 
 
 # --- DySpec Tables 1–2: trees of one budget ------------------------------------------------------------------
@@ -195,11 +210,15 @@ def test_dyspec_is_read_at_budget_64_uncapped_against_each_static_tree_as_its_ta
     knobs = capped[0]["readings"]
     assert knobs == {}  # a claim that holds carries no diagnosis; its second readings stay in its details
     assert "capped at K = 8: does not hold" in capped[0]["details"]["knobs"]
+    assert capped[0]["off_point"] == "" and capped[0]["key"] == "dyspec-tables12-specinfer"
     fails = S.budget_claims(_budgets(1.9, capped=2.4, more=[_row("budgets", "dyspec", 2.5, 7.8, seed=5, m=8, K=8),
                                                             _row("budgets", "sequences", 2.1, 7.9, seed=6, k=4, d=2)]))
-    text = fails[0]["readings"][S.KNOBS]
-    assert text.startswith("read at the paper's m = 64") and "capped at K = 8: holds" in text and "m = 8: holds" in text
-    assert not fails[0]["diagnosis"].startswith("holds with")  # the paper's knob is the verdict's: nothing flips
+    text = fails[0]["readings"][S.KNOBS]["text"]
+    assert text.startswith("read at m = 64, Alg. 1 uncapped") and "capped at K = 8: holds" in text and \
+        "m = 8: holds" in text
+    # the verdict stays the paper's m = 64; the diagnosis names the settings where it holds instead
+    assert fails[0]["verdict"] == "does not hold"
+    assert fails[0]["diagnosis"].startswith("holds with knobs (DySpec capped at K = 8, m = 8)")
 
 
 def test_dyspec_claims_name_a_budget_they_could_not_replay_and_read_the_largest_scored():

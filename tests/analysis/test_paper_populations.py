@@ -98,15 +98,15 @@ def test_predicted_tokens_count_each_token_in_proportion_to_its_draft_probabilit
 
 
 def _top20_tables(n_prompts=10, positions=20, seed=0):
-    """Every distribution: a likely token (p 0.7–0.9) that the target agrees with, and 19 unlikely ones (p ≈ 0.005)
-    whose target probabilities and acceptances are noise. Equal weight, the 19 dominate; drawn, the likely one."""
+    """Every distribution: a likely token (p 0.7–0.9) that the target agrees with (accepted with probability p + 0.1),
+    and 19 unlikely ones (p ≈ 0.005) whose target probabilities and acceptances are noise. Equal weight, the 19 dominate; drawn, the likely one."""
     rng = np.random.default_rng(seed)
     n = n_prompts * positions
     top = rng.uniform(0.7, 0.9, n)
     p = np.column_stack([top, rng.dirichlet(np.ones(19), n) * (1 - top)[:, None] * 0.5]).ravel()
     is_top = np.tile(np.arange(20) == 0, n)
     target = np.where(is_top, p + rng.uniform(-0.05, 0.05, p.size), rng.uniform(0.0, 0.6, p.size))
-    accept = np.where(is_top, rng.random(p.size) < 0.9, rng.random(p.size) < 0.3).astype(float)
+    accept = np.where(is_top, rng.random(p.size) < p + 0.1, rng.random(p.size) < 0.3).astype(float)
     return tokens(prompt=np.repeat(np.arange(n_prompts), positions * 20), position=np.repeat(np.arange(n), 20),
                   rank=np.tile(np.arange(20), n), p=p, target_prob=target, accept=accept)
 
@@ -127,4 +127,5 @@ def test_dyspec_claims_keep_the_papers_words_and_our_bars_apart():
     left, right = claims
     assert "s2 l.43" in left["paper"] and "more likely to be accepted" in left["paper"]
     assert "strong correlation" in right["paper"] and "0.5" not in right["paper"]
-    assert right["goal"] == "Spearman ρ ≥ 0.5 (our bar for 'strong')" and "ρ > 0" in left["goal"]
+    assert right["goal"] == "Spearman ρ ≥ 0.5 (our bar for 'strong')" and "rises at every step" in left["goal"]
+    assert "ρ > 0" not in left["rule"] and "every step between adjacent bins" in left["rule"]

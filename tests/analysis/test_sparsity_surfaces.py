@@ -118,6 +118,9 @@ def test_timing_table_has_both_orders_and_equal_block_ratios():
     assert all(min(r) == pytest.approx(lo, abs=1e-4) for r, lo in zip(times.sparse_rounds, times.sparse_ms_min))
     ratios = sparsity.timing_ratios(times)
     assert ratios.blocks.iloc[0] >= 1.0
+    dfs = times.set_index("order").loc["dfs"]  # the speed claim's reading: dense ÷ block-sparse, DFS order
+    assert ratios.dense_over_sparse.iloc[0] == pytest.approx(dfs.dense_ms / dfs.sparse_ms)
+    assert sparsity.dense_over_sparse(times, 40) == pytest.approx(np.divide(dfs.dense_rounds, dfs.sparse_rounds))
 
 
 def test_hand_set_classifier_is_the_linear_form_at_alg1_depth():

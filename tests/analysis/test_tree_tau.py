@@ -81,13 +81,22 @@ def _table(*rows):
     return pd.DataFrame(list(rows)).set_index("label", drop=False)
 
 
-def test_leaf_claim_holds_on_more_nodes_at_the_same_tau_and_time_gain_is_never_a_verdict():
+def test_leaf_claim_reads_only_tau_and_time_gain_is_never_a_verdict():
     table = _table(_row(SHIPPED, 3.0), _row(LEAVES, 3.01, gamma=9.0), _row(TIME_GAIN, 3.0, gamma=9.0))
     leaf, gain = ablation_claims(table)
-    assert leaf["verdict"] == "holds" and "verifies more nodes" in leaf["name"] and leaf["goal"]
-    assert "τ 3.99" in leaf["paper"] and leaf["kind"] == "paper"
-    more = _table(_row(SHIPPED, 3.0), _row(LEAVES, 3.0, gamma=4.0))
-    assert ablation_claims(more)[0]["verdict"] == "does not hold"
+    assert leaf["verdict"] == "holds" and "keeps EDD + PCT's τ" in leaf["name"] and "+2%" in leaf["goal"]
+    assert "τ 3.99" in leaf["paper"] and leaf["kind"] == "paper" and "l.811" in leaf["goal"]
+    # γ is reported (the ablation's tree holds PCT's: more nodes by construction), never judged
+    assert leaf["details"]["gamma_ratio"] == pytest.approx(1.8) and "(γ 1.80×)" in leaf["ours"]
+    assert "γ is reported, not judged" in leaf["rule"] and "by construction" in leaf["rule"]
+    assert "2.95x vs 3.04x" in leaf["rule"] and "≤ 1.02" in leaf["rule"]
+    fewer = _table(_row(SHIPPED, 3.0), _row(LEAVES, 3.0, gamma=4.0))  # γ lower: no longer a reason to fail
+    assert ablation_claims(fewer)[0]["verdict"] == "holds"
+    lifted = ablation_claims(_table(_row(SHIPPED, 3.0), _row(LEAVES, 3.3, gamma=9.0)))[0]  # removed leaves accepted
+    assert lifted["verdict"] == "does not hold" and lifted["interval"][0] > 1.02
+    # nothing removed (the same nodes in every prompt): τ equal would be an identity
+    same = ablation_claims(_table(_row(SHIPPED, 3.0), _row(LEAVES, 3.0)))[0]
+    assert same["verdict"] == "not testable" and "identity" in same["rule"] and same["n"] == 0
     # the paper's variant is unsaid (l.719): not testable whatever our reading's numbers, which stand beside it
     for rows in (table, _table(_row(SHIPPED, 3.0), _row(TIME_GAIN, 2.0, depth=4.0, seed=1))):
         gain = ablation_claims(rows)[1]
@@ -95,10 +104,16 @@ def test_leaf_claim_holds_on_more_nodes_at_the_same_tau_and_time_gain_is_never_a
         assert "l.719" in gain["rule"] and "superset" in gain["rule"] and "illustration" in gain["ours"]
     # the verdict is read at the paper's ratio; this machine's is a second reading that never changes it
     machine = _table(_row(SHIPPED, 3.0), _row(LEAVES, 3.01, gamma=9.0), _row(SHIPPED + MACHINE, 3.0, ratio=0.2),
-                     _row(LEAVES + MACHINE, 3.0, gamma=4.0, ratio=0.2))
+                     _row(LEAVES + MACHINE, 3.3, gamma=9.0, ratio=0.2))
     read = ablation_claims(machine)[0]
     assert read["verdict"] == "holds" and "0.037" in read["ours"]
-    assert read["details"]["knobs"]["paper's knobs"].startswith("this machine's s_d/s_t 0.200: does not hold")
+    assert read["key"] == "edd-table3-leaf" and not read["readings"]  # a claim that holds is not diagnosed
+    failing = ablation_claims(_table(_row(SHIPPED, 3.0), _row(LEAVES, 3.3, gamma=9.0), _row(SHIPPED + MACHINE, 3.0,
+                              ratio=0.2), _row(LEAVES + MACHINE, 3.01, gamma=9.0, ratio=0.2)))[0]
+    assert failing["verdict"] == "does not hold"
+    assert failing["readings"]["knobs"]["text"].startswith("the one-token forward ratio t_draft(1) / t_target(1) "
+                                                           "0.200: holds")
+    assert failing["diagnosis"].startswith("holds with knobs (the one-token forward ratio 0.200)")
     missing = ablation_claims(_table(_row(SHIPPED, 3.0)))
     assert [c["verdict"] for c in missing] == ["inconclusive", "not testable"] and missing[0]["n"] == 0
     assert table3_paper("w/o encoding result, self data").startswith("2.58x") and table3_paper("other") == "—"

@@ -6,9 +6,9 @@ one token per context; at the first position that is the target's second most li
 of the mass), which only a bonus drawn from the residual can commit.
 
 One decoding step from a context is the real pipeline: `core.policy.grow` with the policy under test, whose offer
-calls the real `child_candidates` as live drafting does (`offer_sampling`: K children per node sampled without
-replacement from the warped draft distribution for a sampling-safe policy, the draft's top-K for any other), the
-policy's finalize (pruning included), the tree's draft distributions (`dists`, `dist_row`) as `draft_tree` fills
+calls the real `child_candidates` and `append_offers` as live drafting does (`offer_sampling`: K children per node
+sampled without replacement from the warped draft distribution for a sampling-safe policy, the draft's top-K for any
+other; the policy's `limit` then passes some), the policy's finalize (pruning included), the tree's draft distributions (`dists`, `dist_row`) as `draft_tree` fills
 them, the target's warped distributions at every node (`Sampling.probs`), then the real `verify_multibranch`
 (draws by DySpec Alg. 3, top-K children as fixed proposals). Steps repeat until two tokens are committed; the first
 two committed tokens must follow the exact target joint T(x1 | c0) T(x2 | c0 + x1). Every registered policy is run
@@ -34,11 +34,12 @@ import torch
 from scipy.stats import chisquare
 
 from spectree.core.drafting import child_candidates, offer_sampling
+from spectree.core.offers import append_offers
 from spectree.core.policy import NodeTable, Policy, Rows, grow
 from spectree.core.sampling import Sampling
 from spectree.core.tree import NODE_FIELDS, DraftTree
 from spectree.core.verify import Verdict, verify_multibranch
-from spectree.strategies import PCT, EntropyBranching, Kary, Sequences, parse_strategy
+from spectree.strategies import PCT, DySpec, EntropyBranching, Kary, Sequences, parse_strategy
 from spectree.strategies.c2t import C2T, C2TClassifier
 
 pytestmark = pytest.mark.slow
@@ -157,9 +158,10 @@ def draft_forest(world: World, root_codes: torch.Tensor, prefix_len: int, policy
         cand, warped = child_candidates(frontier, logits, policy.width(frontier), offers, generator)
         if warped is not None:
             dists.append((nodes, warped))
-        parents, tokens = torch.from_numpy(cand["parents"]), torch.from_numpy(cand["tokens"])
+        rows = append_offers(frontier, policy, cand)  # those the policy's `limit` lets through, as live
+        parents, tokens = (torch.from_numpy(table.cols[f][rows]) for f in ("parents", "tokens"))
         codes = torch.cat([codes, world.child[codes[parents], tokens]])
-        return table.append(cand)
+        return rows
 
     growth = grow(table, policy, offer)
     all_dists = torch.zeros(len(table), V)
@@ -345,6 +347,7 @@ EVERY_POLICY = {
     "naive_width": lambda: parse_strategy("naive_width:k=3,d=2"),
     "eagle2": lambda: parse_strategy("eagle2:K=3,d_max=3,N=6"),
     "dyspec": lambda: parse_strategy("dyspec:m=6,K=3,d_max=3"),
+    "dyspec (uncapped, m = 12: `limit` cuts the offers)": lambda: parse_strategy("dyspec:m=12,K=12,d_max=3"),
     "dyspec_threshold": lambda: parse_strategy("dyspec_threshold:t=0.1,K=3,d_max=3"),
     "pct": lambda: parse_strategy("pct:ratio=0.0,k=3,d_max=2,leaf_min=0.1"),
     "pct (no leaf removal)": lambda: parse_strategy("pct:ratio=0.2,k=3,d_max=2,leaf_min=0"),
@@ -383,12 +386,43 @@ def test_dyspec_keeps_the_target_distribution_with_slot_values_of_the_warped_dra
     """At T = 0.6 with top-p the children are drawn from the warped draft distribution and DySpec's slot values read
     that distribution's R[y] (Alg. 1, docs/fidelity.md): a slot's value is still known before its token, so the
     tree stays unbiased and the output lossless."""
-    policy, sampling = parse_strategy("dyspec:m=6,K=3,d_max=3"), Sampling(temperature=0.6, top_p=0.9)
-    run = sample_pairs(policy, sampling, N_POLICY, seed=6060)
+    warped_dyspec_keeps_the_target("dyspec:m=6,K=3,d_max=3", seed=6060)
+
+
+def test_uncapped_dyspec_keeps_the_target_distribution_at_t_0_6_with_its_offers_limited() -> None:
+    """Uncapped DySpec past a budget of 8 (K = m = 12) at T = 0.6 with top-p: live drafting offers a node's draws only
+    while their slots can be among the m best (`DySpec.limit`, on the warped draft's R[y]); the cut reads slot values
+    only, so the output keeps the target distribution."""
+    warped_dyspec_keeps_the_target("dyspec:m=12,K=12,d_max=3", seed=1212)
+
+
+def warped_dyspec_keeps_the_target(spec: str, seed: int) -> None:
+    """The χ² test of DySpec `spec` at T = 0.6, top-p 0.9: the committed pairs follow the target's distribution."""
+    policy, sampling = parse_strategy(spec), Sampling(temperature=0.6, top_p=0.9)
+    run = sample_pairs(policy, sampling, N_POLICY, seed=seed)
     stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(World.build(len(CTX0) + 1 + policy.d_max),
                                                                       sampling))
     print(f"\n[{policy.spec} T=0.6 top_p=0.9] N={len(run.pairs)} chi2={stat:.2f} cells={cells} p={p:.4f}")
     assert p > P_MIN, f"committed pairs do not follow the target: chi2={stat:.1f}, p={p:.2e}"
+
+
+@dataclass
+class DySpecCutByOwnValue(DySpec):
+    """Deliberately wrong: an offer limit that also drops a later draw whose own probability is low (p < 0.15): a
+    sample dropped for its value, which `limit` must never do."""
+
+    def limit(self, offers: Rows, tree: Rows) -> np.ndarray:
+        return super().limit(offers, tree) & ~((offers.draft_prob < 0.15) & (offers.sibling() > 0))
+
+
+def test_chi_square_harness_catches_an_offer_limit_that_reads_a_draws_own_value() -> None:
+    """Control: the harness offers through `append_offers` as live drafting does, so a biased `limit` fails."""
+    sampling = Sampling(temperature=1.0)
+    policy = DySpecCutByOwnValue(m=12, K=12, d_max=3)
+    run = sample_pairs(policy, sampling, N_CONTROL, seed=77)
+    stat, p, cells = chi2_pvalue(pair_counts(run.pairs), target_joint(World.build(len(CTX0) + 4), sampling))
+    print(f"\n[control: a limit by a draw's own p] N={len(run.pairs)} chi2={stat:.1f} cells={cells} p={p:.3e}")
+    assert p < P_CONTROL
 
 
 @dataclass

@@ -258,6 +258,37 @@ def test_dyspec_shape_replays_dyspec_uncapped_and_capped_as_the_complete_tree_do
         replace(own, dyspec_budgets=(16,))
 
 
+def test_dyspec_logbook_replays_uncapped_alg1_past_the_cap_at_budget_16(tiny_target):
+    """At a budget past the cap (m = 16, cap 8) on a flat draft (a random tiny model: near-uniform over 97 tokens),
+    uncapped Alg. 1 puts all 16 tokens under the root (the sibling slots stay near 1, a child's is ~1/97) and the
+    capped one 8: DySpec's own logbook must log the uncapped tree (`budget_policies`: K = m, not the cap), so that
+    it replays as the complete tree of width 16 does and as live drafting grows it."""
+    from spectree.core.decode import speculative_generate
+    from spectree.replay.logtree import budget_policies
+    from spectree.strategies import DySpec
+
+    m, cap, d_max = 16, 8, 2
+    uncapped, capped = DySpec(m=m, K=m, d_max=d_max), DySpec(m=m, K=cap, d_max=d_max)
+    assert uncapped in budget_policies([m], cap, d_max) and capped in budget_policies([m], cap, d_max)
+    complete = LogConfig(max_new_tokens=8, K=m, d_max=d_max, beam=m)  # every node below depth 2 expanded
+    own = replace(complete, beam=1, b_env=1, d_env=1, shape="dyspec", dyspec_budgets=(m,), dyspec_cap=cap)
+    draft, ids = tiny_llama(seed=1, layers=1), [3, 14, 15, 92, 65]
+    full_book, own_book = ([log_prompt(tiny_target, draft, Template(ids), Prompt("toy", "0", "c", "x"), cfg,
+                                       eos_ids=())] for cfg in (complete, own))
+    caps = sweeps.dyspec_caps(own_book, [m], cap=cap).iloc[0]
+    assert caps.replayable and caps.max_children == m and caps.cap_binds == 1.0  # every tree: 16 root children
+    full_caps = sweeps.dyspec_caps(full_book, [m], cap=cap).iloc[0]
+    assert (caps.trees, caps.root_children, caps.max_children) == (full_caps.trees, full_caps.root_children,
+                                                                   full_caps.max_children)
+    live = speculative_generate(tiny_target, draft, ids, uncapped, 8)
+    for policy in (uncapped, capped):
+        a, b = replay(full_book, policy), replay(own_book, policy)
+        assert (a.tau.tolist(), a.gamma.tolist()) == (b.tau.tolist(), b.gamma.tolist()), policy.spec
+    steps = replay(own_book, uncapped)
+    assert (steps.tau.tolist(), steps.gamma.tolist()) == ([s.tau for s in live.steps], [s.gamma for s in live.steps])
+    assert sweeps.dyspec_caps(own_book, [m], cap=m).iloc[0].cap_binds == 0
+
+
 def test_dyspec_caps_counts_nodes_with_more_children_than_the_cap(logbook):
     """`dyspec_caps` on the complete logbook: at m = 6 with a cap of 1, every tree whose uncapped DySpec keeps two
     children of one node counts; with the cap at the budget, none does."""

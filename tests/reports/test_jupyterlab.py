@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium")
-BETA = 0.6  # replayable on the quick logbook (beam 25: the shipped classifier keeps whole layers); the default is 0.5
+BETA = 0.6  # above the opening 0.5 and the notebook's c2t_envelope_beta: C2T replays on its own logbook there
 
 READ_NUMBERS = """() => {
   for (const t of document.querySelectorAll('.jp-OutputArea table')) {
@@ -79,17 +79,24 @@ def lab(tmp_path):
 
 
 def replay_numbers(params: dict, beta: float) -> dict:
-    """τ and γ per target forward of C2T at this β on the notebook's logbook, as the explorer formats them."""
+    """τ and γ per target forward of C2T at this β on the logbook the notebook scores C2T on (C2T's own, at its
+    c2t_envelope_beta: `reports.explorer.c2t_logbook_of`, cached by the notebook's run), as the explorer formats
+    them."""
+    from test_notebooks import parameter_defaults
+
     from spectree.replay.logbook import LogConfig, logbook_dir, logbook_tag, read_logbook
     from spectree.replay.replay import replay, summarize
+    from spectree.reports.explorer import c2t_logbook_of
     from spectree.strategies import C2T
 
+    params = {**parameter_defaults(ROOT / "notebooks" / "10_explorer.ipynb"), **params}
     cfg = LogConfig(pair=params["pair"], max_new_tokens=params["max_new_tokens"],
                     **{k: params[k] for k in ("K", "d_max", "beam", "b_env", "d_env")})
     logbook = read_logbook(logbook_dir(cfg, logbook_tag(params["prompts"])))
+    own = c2t_logbook_of(logbook, cfg, params["classifier"], params["c2t_envelope_beta"], params["depth"])
     policy = C2T(K=min(10, params["K"]), d_max=min(params["depth"], params["d_max"]), beta=beta, topk=0,
-                 classifier=params.get("classifier", "smollm2-edd"))  # the explorer's
-    s = summarize(replay(logbook, policy))
+                 classifier=params["classifier"])  # the explorer's
+    s = summarize(replay(own, policy))
     return {"tau": f"{s['tau']:.3f}", "gamma": f"{s['gamma']:.2f}"}
 
 

@@ -24,8 +24,9 @@ def test_the_pair_of_each_weight():
 
 
 def q(weight, agreement, verdicts) -> quality.Quality:
+    """One λ's readings: each claim named and keyed by its name (the scorecard key of a real claim)."""
     return quality.Quality(weight, f"log{weight}", {"agreement": agreement}, [
-        {"name": name, "verdict": v} for name, v in verdicts.items()], {}, pd.DataFrame())
+        {"name": name, "key": name, "verdict": v} for name, v in verdicts.items()], {}, pd.DataFrame())
 
 
 def test_flips_say_from_which_agreement_a_claim_holds():
@@ -43,16 +44,15 @@ def test_flips_say_from_which_agreement_a_claim_holds():
     assert table.loc["e", "agreement 0.70 (λ 0.6)"] == "—"
 
 
-def test_each_claim_reads_by_draft_quality_and_only_a_hold_at_the_papers_agreements_flips_it():
-    from spectree.analysis.claims import diagnose
-
+def test_each_claim_reads_by_draft_quality_by_its_scorecard_key_with_its_verdict_at_the_papers_agreements():
     verdicts = {"from": [INCONCLUSIVE, HOLDS, HOLDS], "never": [FAILS] * 3, "open": [INCONCLUSIVE] * 3,
                 "mixed": [INCONCLUSIVE, HOLDS, FAILS], "weak only": [HOLDS, FAILS, FAILS], "always": [HOLDS] * 3,
                 "unread": ["—", INCONCLUSIVE, FAILS]}
     results = [q(w, a, {name: vs[i] for name, vs in verdicts.items() if vs[i] != "—"})
                for i, (w, a) in enumerate([(0.0, 0.381), (0.213, 0.602), (0.409, 0.805)])]
     readings = quality_readings.draft_quality(results[::-1])  # any order: read by agreement
-    assert readings == {
+    texts = {key: r["text"].split(": ", 1)[1] for key, r in readings.items()}
+    assert texts == {
         "from": "holds from agreement 0.60 (λ 0.213) up to 0.81; inconclusive at 0.38",
         "never": "does not hold at any agreement up to 0.81",
         "open": "inconclusive at every agreement up to 0.81",
@@ -60,29 +60,35 @@ def test_each_claim_reads_by_draft_quality_and_only_a_hold_at_the_papers_agreeme
         "weak only": "does not hold at 0.60 and 0.81; holds at 0.38",  # the real draft's hold is not the papers'
         "always": "holds at every agreement from 0.38 (λ 0) up to 0.81",
         "unread": "inconclusive at 0.60; does not hold at 0.81"}
-    flipped = {name for name, r in readings.items() if diagnose({"draft quality": r}).startswith("holds with")}
-    assert flipped == {"from", "mixed", "always"}
-    assert diagnose({"draft quality": readings["never"]}).startswith("no factor flips it: a property of this pair")
+    # the verdict at the best draft within the papers' agreements (0.55–0.85): 0.81's
+    assert {k: r["verdict"] for k, r in readings.items()} == {
+        "from": HOLDS, "never": FAILS, "open": INCONCLUSIVE, "mixed": FAILS, "weak only": FAILS, "always": HOLDS,
+        "unread": FAILS}
     low = quality_readings.draft_quality(results[:1])  # λ 0 alone: nothing at the papers' agreements
-    assert low["always"] == "not read at the papers' draft quality (agreement 0.55–0.85): holds at 0.38"
+    assert low["always"] == {"text": "always: not read at the papers' draft quality (agreement 0.55–0.85): holds "
+                                     "at 0.38", "verdict": ""}
     table = quality_readings.flips(results).set_index("claim")
-    assert table.loc["mixed", "draft quality"] == readings["mixed"]
+    assert table.loc["mixed", "draft quality"] == texts["mixed"]
     assert table.loc["from", "holds from"] == "0.60 (λ 0.213)"
-    for r in results:  # DySpec Tables 1–2 read at budget 8 on these logbooks, not the paper's 64: never a flip
-        r.claims.append({"name": "budget", "verdict": HOLDS, "details": {"budget": 8}})
-    budget = quality_readings.draft_quality(results)["budget"]
-    assert budget == ("at budget 8, not the paper's 64 (not replayable on these logbooks): holds at every agreement "
-                      "from 0.38 (λ 0) up to 0.81") and not diagnose({"draft quality": budget}).startswith("holds")
+    for r in results:  # a claim these logbooks read off the paper's point says so first
+        r.claims.append({"name": "budget", "key": "budget", "verdict": HOLDS, "off_point": "m = 8 (the paper's 64)"})
+    assert quality_readings.draft_quality(results)["budget"]["text"] == (
+        "budget: at m = 8 (the paper's 64): holds at every agreement from 0.38 (λ 0) up to 0.81")
 
 
-def test_results_join_the_reading_to_the_claim_in_its_own_notebook():
-    from spectree.reports.results import with_quality
+def test_the_scorecard_shows_the_draft_quality_reading_under_the_claim_and_never_as_its_diagnosis():
+    from spectree.analysis.scorecard import BY_KEY, score
 
     results = [q(0.0, 0.38, {"x": INCONCLUSIVE}), q(0.2, 0.6, {"x": HOLDS}), q(0.4, 0.8, {"x": HOLDS})]
-    mine = {"name": "x", "kind": "paper", "verdict": INCONCLUSIVE, "readings": {"more prompts": "too few prompts: …"}}
-    joined = with_quality(mine, quality_readings.draft_quality(results))
-    assert joined["diagnosis"].startswith("holds with draft quality")
-    assert "agreement 0.60 (λ 0.2)" in joined["diagnosis"]
+    quality_reading = quality_readings.draft_quality(results)["x"]
+    mine = {"name": "x", "kind": "paper", "key": "dyspec-fig2-correlated", "verdict": INCONCLUSIVE, "n": 16,
+            "notebook": "06", "readings": {"more prompts": {"text": "would hardly decide it", "verdict": INCONCLUSIVE,
+                                                             "tried": True}}}
+    row = score(BY_KEY["dyspec-fig2-correlated"], [mine], quality_reading)
+    assert row["verdict"] == INCONCLUSIVE and not row["diagnosis"].startswith("holds")
+    assert "not tried: draft quality" in row["diagnosis"]  # no real draft of the papers' quality here
+    shown = row["readings"][-1]
+    assert shown["verdict"] == HOLDS and "mixture drafts" in shown["label"] and "by construction" in shown["label"]
 
 
 def test_the_agreement_a_speedup_needs_is_interpolated_or_out_of_range():
@@ -305,7 +311,8 @@ def test_one_weights_measure_reads_every_claim_of_02_and_04_to_07_and_scores_c2t
     pct = q0.projected[q0.projected.family == "PCT"].spec  # projected speeds: PCT at this machine's s_d/s_t
     assert len(pct) and all(f"ratio={round(cost.ratio, 3):g}," in spec for spec in pct)
     readings = quality_readings.draft_quality([q0])
-    assert set(readings) == set(names)
+    assert all(c.get("key") for c in q0.claims)  # every paper claim names its scorecard key
+    assert set(readings) == {c["key"] for c in q0.claims}
 
 
 def test_the_flip_weights_are_computed_once_for_notebooks_11_and_13(mixed_logbook, tmp_path, monkeypatch):

@@ -106,7 +106,10 @@ def test_results_are_stamped_once_with_profile_commit_date_host_time_and_pairs(w
     for line in ("- profile: quick", "- commit: abc1234", "- date: 2000-01-01 00:00 UTC",
                  "- host: Test CPU, AVX2, 2 threads", "- wall time: 9 s (the sum of 3 notebooks' recorded run times)",
                  "- pairs: pair-one, pair-two",
-                 "- paper claims: 1 holds, 1 does not hold, 2 inconclusive, 0 not testable",
+                 # no summary here names a scorecard key: every registered claim reads "not read in this run"
+                 "- paper claims (each once, the scorecard): 0 holds, 0 does not hold, 38 inconclusive, 0 not testable",
+                 "- decisive paper verdicts that repeat on both halves of their units (prompts; seeds where training "
+                 "enters): 0 of 0",
                  "- our bars: 0 holds, 0 does not hold, 0 inconclusive, 0 not testable"):
         assert line in header, line
     assert text.count("abc1234") == 1 and text.count("Test CPU") == 1  # said once, not per notebook
@@ -174,7 +177,12 @@ def test_default_writes_both_results(workbook, no_papermill, capsys):
     assert "report.html)" not in root and "figures/<notebook>/report.html" in root.split("\n## ")[0]
     unlinked = [line.replace("[report](00_alpha/report.html) — ", "").replace("[report](02_beta/report.html) — ", "")
                 .replace("[report](04_gamma/report.html) — ", "") for line in figures_copy.splitlines()]
-    assert [line for line in root.splitlines() if not line.startswith("- figures: ")] == unlinked
+    assert [line for line in root.splitlines() if not line.startswith(("- figures: ", "- summaries "))] == \
+        [line for line in unlinked if not line.startswith("- summaries ")]
+    # the root file links the summaries' tracked copies, each the summary it was rendered from
+    assert "[02_beta](figures/results/summaries/02_beta.json)" in root
+    assert json.loads((workbook / "figures" / "results" / "summaries" / "02_beta.json").read_text()) == \
+        SUMMARIES["02_beta"]
     assert "chain beats AR" in root and "ran in this invocation (3 s)" in root
     out = capsys.readouterr().out
     assert f"- host: {HOST}" in root.splitlines() and "not updated" not in out
@@ -198,7 +206,8 @@ def test_notebooks_not_run_now_are_included_and_marked(workbook, no_papermill):
     runner.main(["--profile", "quick", "--only", "00_alpha", "--notebooks", *NOTEBOOKS])
     text = (workbook / "figures" / "RESULTS.md").read_text()
     sections = dict(zip(re.findall(r"^## (\S+)", text, re.M), re.split(r"^## \S+", text, flags=re.M)[1:]))
-    assert set(sections) == set(SUMMARIES) | {"GPU"}  # the notebooks, then the GPU checklist (untested here)
+    # the scorecard, the notebooks, then the GPU checklist (untested here)
+    assert set(sections) == set(SUMMARIES) | {"GPU", "Scorecard:"}
     assert "ran in this invocation" in sections["00_alpha"]
     for stem in ("02_beta", "04_gamma"):
         # its run's date and seconds, and of profile, commit and host what differs from the header: the profile
@@ -283,12 +292,16 @@ def test_nothing_is_carried_over_from_an_earlier_results_file(workbook, no_paper
     runner.main(["--profile", "default", "--only", "00_alpha", "--notebooks", *notebooks])
     assert (workbook / "RESULTS.md").read_text() == old  # not this commit's numbers throughout: left alone
     figures_copy = (workbook / "figures" / "RESULTS.md").read_text()
-    assert re.findall(r"^## (.+)$", figures_copy, re.M) == ["00_alpha", "GPU checklist"]
+    assert re.findall(r"^## (.+)$", figures_copy, re.M) == ["Scorecard: each paper claim once", "00_alpha",
+                                                            "GPU checklist"]
     assert not re.search("carried|old claim|old alpha|f3cfe36", figures_copy, re.I)
-    assert "- paper claims: 0 holds, 1 does not hold, 0 inconclusive, 0 not testable" in figures_copy  # 00_alpha's
+    # 00_alpha's claim has no scorecard key: not tallied, listed apart
+    assert "- paper claims (each once, the scorecard): 0 holds, 0 does not hold, 38 inconclusive" in figures_copy
+    assert "Readings without a scorecard key (not tallied): chain beats AR (00_alpha): does not hold" in figures_copy
     runner.main(["--profile", "default", "--notebooks", *NOTEBOOKS])  # 02, 04 now run without a summary
     root = (workbook / "RESULTS.md").read_text()
-    assert re.findall(r"^## (.+)$", root, re.M) == ["00_alpha", "02_beta", "04_gamma", "GPU checklist"]
+    assert re.findall(r"^## (.+)$", root, re.M) == ["Scorecard: each paper claim once", "00_alpha", "02_beta",
+                                                    "04_gamma", "GPU checklist"]
     assert not re.search("carried|old claim|old alpha|f3cfe36|99_gone", root, re.I)
     assert root.split("## 02_beta")[1].split("##")[0].count("No summary.json.") == 1
     for gone in ("CARRIED", "sections", "_carried"):
@@ -313,3 +326,14 @@ def test_a_default_run_with_overrides_keeps_the_root_results_and_says_them(workb
     runner.main(["--profile", "default", "--force", "--notebooks", *NOTEBOOKS])
     root = (workbook / "RESULTS.md").read_text()
     assert "- profile: default" in root and "overrides" not in root
+
+
+def test_a_notebook_that_recorded_an_error_says_so_in_its_section(workbook):
+    """A summary's `error` (a cell that caught one, as the explorer's replay once did) is shown at the top of its
+    section, never as a clean run."""
+    (workbook / "figures" / "04_gamma" / "summary.json").write_text(json.dumps(
+        {**SUMMARIES["04_gamma"], "error": "replay: a node at depth 2 was not expanded in the logbook"}))
+    text = results.render(rows(), RUN)
+    section = text.split("## 04_gamma", 1)[1].split("\n## ", 1)[0]
+    assert "**This notebook recorded an error**: replay: a node at depth 2 was not expanded in the logbook" in section
+    assert "recorded an error" not in text.split("## 02_beta", 1)[1].split("\n## ", 1)[0]

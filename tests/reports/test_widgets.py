@@ -1,11 +1,13 @@
 """The explorer's logic and widget on a tiny-model logbook: score() is replay's summary plus the cost model,
 the B(H) parser accepts the paper's rule and rejects code, and moving β updates the display."""
+import json
 import math
 
+import ipywidgets as W
 import numpy as np
 import pytest
 import torch
-from helpers import tiny_llama
+from helpers import Chat, tiny_llama
 
 from spectree.core.errors import SpectreeError
 from spectree.prompts import Prompt
@@ -187,7 +189,6 @@ def test_pct_ratio_defaults_to_the_cost_model(explorer):
 
 
 def test_initial_values_are_json_ready(explorer):
-    import json
     assert json.loads(json.dumps(initial_values(explorer), allow_nan=False))["frontier"]
 
 
@@ -308,3 +309,72 @@ def test_an_engine_family_shows_its_knobs_score_and_config_text(explorer, forest
     assert explorer.config.layout.display == "none" and explorer.values()["config"] == ""
 
 
+# --- the notebook's opening state ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def notebook_books(tmp_path_factory):
+    """Notebook 10's cell 4 on a narrow logbook (beams of 2): the shared logbook, the classifier as
+    `surfaces.get_classifier` finds it, and C2T's own logbook at the envelope β 0.5 (`explorer.c2t_logbook_of`).
+    The classifier trusts unlikely tokens (C = sigmoid(1 − 8P)), so C2T keeps nodes off the logbook's beams."""
+    from spectree.analysis import surfaces
+    from spectree.core.paths import artifact_path
+    from spectree.replay.logbook import notebook_logbook, read_logbook
+    from spectree.strategies.c2t import save_classifier
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPECTREE_HOME", str(tmp_path_factory.mktemp("home")))
+        save_classifier(surfaces.hand_set_classifier(-8.0, 0.0, 0.0, bias=1.0), artifact_path("c2t", "contrarian"))
+        cfg = LogConfig(max_new_tokens=6, K=4, d_max=4, beam=2, b_env=1, d_env=1)
+        models = (tiny_llama(0, layers=3), tiny_llama(seed=1, layers=1), Chat())
+        logbook = read_logbook(notebook_logbook("mtbench:2", cfg, models))
+        model, origin = surfaces.get_classifier("contrarian", cfg, "mtbench:2")
+        book = ex.c2t_logbook_of(logbook, cfg, origin["classifier"], 0.5, depth=3, models=models)
+    return logbook, model, origin["classifier"], book
+
+
+def test_the_explorer_opens_on_a_c2t_state_that_replays_on_c2ts_own_logbook(notebook_books):
+    """RESULTS.md's 10_explorer recorded `error: replay: a node at depth 2 was not expanded in the logbook` for its
+    opening C2T state: C2T's kept nodes lie off the shared logbook's beams. Given C2T's own logbook (as the notebook
+    now passes it, at c2t_envelope_beta) the explorer opens on C2T, scores it as replay does there, and offers no β
+    below the envelope; without it the failure is one line naming the fix."""
+    logbook, model, name, book = notebook_books
+    shared = Explorer(logbook, COST, model, name, depth=3)  # the notebook's call before this change
+    error = shared.values()["error"]
+    assert shared.values()["family"] == "C2T" and "a node at depth 2 was not expanded in the logbook" in error
+    assert "c2t_logbook" in error and "\n" not in error and math.isnan(shared.values()["tau"])
+    ui = Explorer(logbook, COST, model, name, depth=3, c2t_logbook=book, c2t_beta=0.5)
+    opening = ui.values()
+    assert opening["family"] == "C2T" and not opening["error"], opening["error"]
+    policy = ui.policy()
+    assert policy.spec == opening["spec"] == "c2t:K=4,d_max=3,topk=0,classifier=contrarian" and policy.beta == 0.5
+    steps = replay(book, policy)
+    assert (opening["tau"], opening["gamma"]) == (steps.tau.mean(), steps.gamma.mean()) and opening["gamma"] > 0
+    assert json.loads(json.dumps(initial_values(ui), allow_nan=False))["spec"] == opening["spec"]  # summary.json
+    assert ui.tree.value[:4] == b"\x89PNG" and f"{opening['tau']:.3f}" in ui.numbers.value
+    slider = ui.fields["C2T"]["beta"]
+    assert (slider.min, slider.value) == (0.5, 0.5) and ui.fields["C2T"]["d_max"].max == 3
+    with pytest.raises(SpectreeError, match="lower β do not replay"):
+        ui.set_beta(0.3)
+    assert not ui.set_beta(0.8)["error"]
+    front = ui.front[ui.front.family == "C2T"].set_index("label")  # the frontier's C2T, on C2T's logbook too
+    assert front.loc[opening["spec"], "tau"] == opening["tau"]
+
+
+def test_every_setting_the_explorer_offers_replays_or_says_why_in_one_line(notebook_books):
+    """Every family, each slider at its ends, on the notebook's logbooks: a score, or one line saying why (never an
+    exception); C2T, on its own logbook, always scores."""
+    logbook, model, name, book = notebook_books
+    ui = Explorer(logbook, COST, model, name, depth=3, c2t_logbook=book, c2t_beta=0.5)
+    for family in ui.family.options:
+        ui.family.value = family
+        for key, widget in ui.fields[family].items():
+            if not isinstance(widget, (W.IntSlider, W.FloatSlider, W.FloatLogSlider)):
+                continue
+            start = widget.value
+            for value in (widget.min, widget.max):
+                widget.value = value
+                v = ui.values()
+                assert v["error"] or math.isfinite(v["tau"]), (family, key, value)
+                assert "\n" not in v["error"] and "Traceback" not in ui.message.value, (family, key, value)
+                assert not (family == "C2T" and v["error"]), (key, value, v["error"])
+            widget.value = start

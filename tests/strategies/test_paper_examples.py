@@ -3,6 +3,7 @@ loop (`helpers.synthetic_draft`), and against independent references written fro
 (docs/fidelity.md cites the lines)."""
 import heapq
 import zlib
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -107,6 +108,80 @@ def test_dyspec_with_a_cap_that_cannot_bind_is_uncapped_alg1(seed, m):
     assert root_children > 8  # the issue's reading: uncapped Alg. 1 puts well over 8 children at a Zipf-like root
     capped = grow_offline(DySpec(m=m, K=8, d_max=6), synthetic_draft(probs, K=8))
     assert tree_paths(capped) == dyspec_heap(probs, m, 8, 6) != reference  # K = 8 binds: another tree
+
+
+def flat_draft(width: int = 40):
+    """A flat draft: every path's distribution uniform over `width` tokens (0.98 of the mass). A root's sibling slots
+    fall by 0.98/width a draw, so uncapped Alg. 1 draws most of the root's tokens before it goes deeper."""
+    def probs(path):
+        return [0.98 / width] * width
+    return probs
+
+
+@dataclass
+class DySpecOfferingK(DySpec):
+    """DySpec as live drafting ran it before `DySpec.limit`: every expanded node offered its K children."""
+
+    max_nodes = None
+
+    def width(self, frontier):
+        return self.K
+
+    def limit(self, offers, tree):
+        return None
+
+    def offer_cap(self):
+        return None
+
+
+@pytest.mark.parametrize("probs", [zipf_draft(5), flat_draft(40), random_draft(7, width=90)],
+                         ids=["zipf", "flat", "random"])
+def test_uncapped_dyspec_offers_a_layer_at_most_m_children_and_grows_alg1s_heap_tree(probs):
+    # Alg. 1 holds at most m + 1 slots (it pops one, pushes a sibling and a child): live drafting offers a node's
+    # children only while their slots can still be among the m best (`DySpec.limit`), so uncapped DySpec (K = m =
+    # 64) offers each layer at most m candidates, not K per node — the heap's tree, as offering all K gives it
+    m, d_max = 64, 8
+    policy = DySpec(m=m, K=m, d_max=d_max)
+    assert policy.oversized() is None and policy.worst_case() == (1 + d_max * m, d_max)
+    tree = grow_offline(policy, synthetic_draft(probs, K=m))
+    every = grow_offline(DySpecOfferingK(m=m, K=m, d_max=d_max), synthetic_draft(probs, K=m))
+    reference = dyspec_heap(probs, m, None, d_max)
+    assert tree_paths(tree) == tree_paths(every) == reference and len(reference) == m
+    assert tree.offered <= (int(tree.depth.max()) + 1) * m  # at most m a layer (one past the deepest: offers only)
+    assert tree.offered < every.offered
+    kids = np.bincount(tree.parents[1:].numpy(), minlength=len(tree))
+    assert kids.max() > 8  # more than 8 children under one node: a K = 8 cap binds
+    capped = grow_offline(DySpec(m=m, K=8, d_max=d_max), synthetic_draft(probs, K=8))
+    assert tree_paths(capped) == dyspec_heap(probs, m, 8, d_max) != reference
+
+
+def test_uncapped_dyspec_runs_live_at_m_64_inside_the_node_guard(tiny_target):
+    """`dyspec:m=64,K=64,d_max=8` on a Zipf-like draft (a random tiny model's head scaled up: trees 2–4 deep with
+    18–41 root children) drafts live without the node guard firing (before `DySpec.limit` it offered 64 children a
+    node: on a real prompt, 4,161 nodes at depth 2), is lossless, and grows the tree that offering every node its
+    64 children grows, offering fewer; the guard still refuses a setting that cannot fit."""
+    from helpers import tiny_llama
+
+    from spectree.core.decode import speculative_generate
+
+    ids, n = [3, 14, 15, 92, 65], 12
+    with torch.inference_mode():
+        ref = tiny_target.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, eos_token_id=None,
+                                   pad_token_id=0)[0, len(ids):].tolist()
+    draft = tiny_llama(seed=1, layers=1)
+    with torch.no_grad():
+        draft.lm_head.weight.mul_(20.0)  # sharper than a random head's near-uniform distribution
+    for d_max in (8, 11):
+        assert DySpec(m=64, K=64, d_max=d_max).oversized() is None
+    assert "lower m or K" in DySpec(m=1100, K=1100, d_max=2).oversized()
+    policy = parse_strategy("dyspec:m=64,K=64,d_max=8")
+    live = speculative_generate(tiny_target, draft, ids, policy, n, keep_trees=True)
+    every = speculative_generate(tiny_target, draft, ids, DySpecOfferingK(m=64, K=64, d_max=8), n, keep_trees=True)
+    assert live.tokens == every.tokens == ref
+    for step, other in zip(live.steps, every.steps, strict=True):
+        assert torch.equal(step.tree.tokens, other.tree.tokens) and torch.equal(step.tree.parents, other.tree.parents)
+        assert step.gamma == 64 and step.offered <= (step.depth + 1) * 64 and step.offered < other.offered
+    assert max(int(np.bincount(s.tree.parents[1:].numpy()).max()) for s in live.steps) > 8
 
 
 def test_dyspec_threshold_draws_children_while_the_slot_is_worth_t():

@@ -243,6 +243,66 @@ def test_classifier_learns_acceptance_and_c2t_prunes_by_beta_and_topk(tiny_targe
     assert replay([weak_log], c2t).tau.tolist() == [s.tau for s in live.steps]
 
 
+def test_c2t_features_read_the_top_1000_entropy_not_the_full_vocabulary_one():
+    """C2T's H is the top-1000 entropy of the distribution a node was drawn from ("H_i ← −Σ_{S1000(i−1)}" s0 l.142,
+    renormalised here: `FEATURES`, `topm_entropy`), not the full vocabulary's (`entropy`). A root whose distribution
+    is one head token over a long flat tail (20,000 tokens) has H ≈ 0.48 nats over its top 1,000 and ≈ 5.4 over the
+    vocabulary; a classifier confident exactly where H < 2 keeps its children in live drafting and in replay, and
+    the training path's feature matrix holds the top-1000 entropy. A classifier fed `entropy` drops them all."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from spectree.core.drafting import TOP_M, draft_tree
+    from spectree.core.sampling import Sampling
+    from spectree.replay.forest import Forest
+    from spectree.replay.logbook import LoggedPrompt
+    from spectree.replay.logtree import LogTree
+    from spectree.replay.replay import grow_forest
+    from spectree.strategies.c2t import C2T, C2TClassifier, node_table
+
+    V, k = 20_000, 3
+    logits = torch.zeros(V)
+    logits[0] = 10.0  # one head token over a flat tail
+    z = logits.double().numpy()
+    p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+    full = float(-(p * np.log(p)).sum())  # ≈ 5.4 nats over the vocabulary
+    top = np.sort(z)[::-1][:TOP_M]
+    q = np.exp(top - top.max()) / np.exp(top - top.max()).sum()
+    topm = float(-(q * np.log(q)).sum())  # ≈ 0.48 nats over the renormalised top 1,000
+    assert TOP_M == 1000 and full > topm + 4
+
+    model = C2TClassifier(("P", "H", "d"), hidden=1)  # C = sigmoid(4 · (2 − H)): confident iff H < 2 nats
+    with torch.no_grad():
+        model.net[0].weight.copy_(torch.tensor([[0.0, 1.0, 0.0]]))
+        model.net[0].bias.zero_()
+        model.net[2].weight.copy_(torch.tensor([[-4.0]]))
+        model.net[2].bias.copy_(torch.tensor([8.0]))
+    model.eval()
+    c2t = C2T(beta=0.5, K=k, d_max=1, topk=0, classifier="hand-made", model=model)
+    drafter = SimpleNamespace(kept_ids=None, rollback=lambda: None)  # depth 1: the root's logits only, no forward
+
+    live = draft_tree(drafter, 7, logits, 5, c2t, Sampling())  # live drafting computes only C2T's features
+    assert len(live) == 1 + k, "live drafting dropped the children: C2T read an entropy other than the top-1000 one"
+    assert np.allclose(live.entropy_topm.numpy()[1:], topm, atol=1e-3)
+
+    logged = draft_tree(drafter, 7, logits, 5, LogTree(K=k, d_max=1, beam=k), Sampling())  # every feature, as logged
+    cols = {f: t.numpy() for f, t in logged.columns().items()}
+    nodes = pd.DataFrame({"position": 0, "node": range(len(logged)), **cols,
+                          "on_path": np.arange(len(logged)) < 2, "target_prob": np.nan})
+    lp = LoggedPrompt(Prompt("toy", "0", "toy", "x"), 5, [int(cols["tokens"][1])], 1, nodes, k, 1)
+    assert np.allclose(nodes.entropy[1:], full, atol=1e-3) and np.allclose(nodes.entropy_topm[1:], topm, atol=1e-3)
+
+    kept = grow_forest(Forest.of([lp]), c2t).kept  # replay
+    assert kept.tolist() == [True] * (1 + k), "replay dropped the children: C2T read the full-vocabulary entropy"
+
+    table = node_table([lp])  # what `fit_and_save` trains on; `train_classifier` feeds it `inputs`
+    x = model.inputs(table).numpy()  # [n, (P, H, d)]
+    assert np.allclose(x[:, 1], topm, atol=1e-3) and np.allclose(x[:, [0, 2]], table[["joint", "depth"]].to_numpy())
+    conf = model.confidence(table).numpy()
+    assert (conf > 0.99).all() and np.allclose(conf, torch.sigmoid(model(torch.from_numpy(x))).detach().numpy(), atol=1e-6)
+
+
 def test_vct_shape_and_sibling_order():
     from spectree.core.groups import sibling_order
 

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from spectree.analysis.claims import MIN_PROMPTS, claim, prompt_interval_rule
+from spectree.analysis.claims import MIN_PROMPTS, claim, halves_of, prompt_interval_rule
 from spectree.analysis.rules import cluster_interval, prompt_codes, prompt_sums
 from spectree.strategies.pct import PCT, expands, keeps_leaf
 
@@ -63,37 +63,47 @@ def ece(confidence: Any, accept: Any, n_bins: int = 10) -> float:
 
 
 def ece_interval(confidence: Any, accept: Any, prompt: Any, n_bins: int = 10, n_resamples: int = 1000,
-                 level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+                 level: float = 0.95, seed: int = 0) -> tuple[float, float, list[float]]:
     """Percentile interval of the ECE bootstrapped over prompts (seeded; `rules.cluster_interval`): every
-    resample pools the drawn prompts' tokens into the bins, ECE = Σ_b |Σ_{i in b} (acc_i − conf_i)| / N."""
+    resample pools the drawn prompts' tokens into the bins, ECE = Σ_b |Σ_{i in b} (acc_i − conf_i)| / N; and the
+    ECE of each half of the prompts (`claims.halves_of`, [] under two prompts)."""
     conf, acc = np.asarray(confidence, dtype=float), np.asarray(accept, dtype=float)
     codes, g = prompt_codes(prompt)
     bins = np.clip((conf * n_bins).astype(int), 0, n_bins - 1)
     gap, count = prompt_sums(codes, g, acc - conf, bins, n_bins), prompt_sums(codes, g)
-    _, lo, hi = cluster_interval(lambda w: np.abs(w @ gap).sum(-1) / (w @ count), g, level, n_resamples, seed)
-    return lo, hi
+
+    def statistic(w: np.ndarray) -> np.ndarray:
+        return np.abs(w @ gap).sum(-1) / (w @ count)
+    _, lo, hi = cluster_interval(statistic, g, level, n_resamples, seed)
+    weights = np.zeros((2, g))
+    for row, units in enumerate(halves_of(g)):
+        weights[row, units] = 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        halves = [float(v) for v in statistic(weights)] if g >= 2 else []
+    return lo, hi, halves
 
 
 def calibration_stats(confidence: Any, accept: Any, prompt: Any, n_bins: int = 10, n_resamples: int = 1000
                       ) -> dict[str, Any]:
-    """ECE, its 95% bootstrap interval over prompts, and the token and prompt counts."""
-    lo, hi = ece_interval(confidence, accept, prompt, n_bins, n_resamples)
-    return {"ece": ece(confidence, accept, n_bins), "ci_low": lo, "ci_high": hi,
+    """ECE, its 95% bootstrap interval over prompts, the ECE of each half of the prompts, and the token and prompt
+    counts."""
+    lo, hi, halves = ece_interval(confidence, accept, prompt, n_bins, n_resamples)
+    return {"ece": ece(confidence, accept, n_bins), "ci_low": lo, "ci_high": hi, "halves": halves,
             "tokens": len(np.asarray(confidence)), "prompts": prompt_codes(prompt)[1]}
 
 
 def calibration_claim(name: str, paper: str, st: dict[str, Any], tolerance: float = 0.05,
-                      paper_ece: Optional[float] = None, min_count: int = 100, min_prompts: int = MIN_PROMPTS
-                      ) -> dict[str, Any]:
+                      paper_ece: Optional[float] = None, min_count: int = 100, min_prompts: int = MIN_PROMPTS,
+                      key: str = "") -> dict[str, Any]:
     """'well calibrated' from calibration_stats: holds if the whole 95% bootstrap interval over prompts of the
     ECE is ≤ tolerance, does not hold if it is all above; inconclusive otherwise, below min_prompts prompts or
     below min_count tokens (the ECE of a few tokens is biased upwards)."""
     lo, hi, n, g = st["ci_low"], st["ci_high"], st["tokens"], st["prompts"]
     ev = prompt_interval_rule(st["ece"], lo, hi, tolerance, g, "the ECE", above=False, min_n=min_prompts,
-                              tokens=n, min_tokens=min_count)
+                              tokens=n, min_tokens=min_count, halves=st.get("halves") or ())
     extra = {} if paper_ece is None else {"paper_ece": paper_ece, "paper_ece_in_interval": bool(lo <= paper_ece <= hi)}
     return claim(name, paper, f"ECE {st['ece']:.3f} (95% CI over prompts {lo:.3f}–{hi:.3f}, {n} tokens of {g} "
-                 f"prompts)", ev, goal=f"ECE ≤ {tolerance:g} (our bar)", **st, tolerance=tolerance, **extra)
+                 f"prompts)", ev, goal=f"ECE ≤ {tolerance:g} (our bar)", key=key, **st, tolerance=tolerance, **extra)
 
 
 def calibration_diagrams(tokens: pd.DataFrame, n_bins: int = 10, classifier: Optional[np.ndarray] = None,
@@ -112,14 +122,16 @@ def calibration_diagrams(tokens: pd.DataFrame, n_bins: int = 10, classifier: Opt
     cal, chain = calibration_tokens(tokens), tokens[tokens.chain]
     specs = [("draft confidence (max probability)", "draft confidence", cal.confidence, cal.accept, cal.prompt,
               ("EDD Fig. 3b: draft confidence is calibrated with acceptance",
-               "ECE 0.019 (Fig. 3b; EDD + LLaMA2-Chat 13B, MT-bench, chains of 10)", 0.019))]
+               "ECE 0.019 (Fig. 3b; EDD + LLaMA2-Chat 13B, MT-bench, chains of 10)", 0.019,
+               "edd-fig3b-calibrated"))]
     notes = []
     if len(chain) and chain.depth.max() > 1:
         pct = pct_chain_tokens(tokens, pct_ratio)
         path = "joint probability P = ∏ confidence"
         specs += [(f"joint P, chain tokens PCT drafts (s_d/s_t {pct_ratio:.3f}; verdict)", path, pct.joint,
                    pct.accept, pct.prompt, ("PCT: path acceptance ≈ product of confidences",
-                                            "“p_j ≈ ∏_{i=1}^j c_i” (§3.2; no ECE reported)", None)),
+                                            "“p_j ≈ ∏_{i=1}^j c_i” (§3.2; no ECE reported)", None,
+                                            "edd-pct-path")),
                   ("joint P, every chain token", path, chain.joint, chain.accept, chain.prompt, None),
                   ("joint P, up to the first rejection (conditional)", path, cal.joint, cal.accept, cal.prompt, None)]
     else:
@@ -132,6 +144,6 @@ def calibration_diagrams(tokens: pd.DataFrame, n_bins: int = 10, classifier: Opt
         d = {"title": title, "xlabel": xlabel, "table": reliability_table(conf, acc, n_bins),
              "stats": calibration_stats(conf, acc, prompt, n_bins, n_resamples)}
         if claim_spec:
-            d["claim"] = calibration_claim(*claim_spec[:2], d["stats"], tolerance, claim_spec[2])
+            d["claim"] = calibration_claim(*claim_spec[:2], d["stats"], tolerance, claim_spec[2], key=claim_spec[3])
         diagrams.append(d)
     return diagrams, notes

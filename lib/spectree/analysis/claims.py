@@ -28,12 +28,10 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 from scipy import stats
 
+from spectree.analysis.diagnosis import PROMPTS, diagnose, reading
 from spectree.analysis.rules import Statistic, cluster_interval
-
-VERDICTS = ("holds", "does not hold", "inconclusive", "not testable")
-HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE = VERDICTS
-KINDS = ("paper", "bar")  # a paper's statement about a method's behaviour; a goal we set (speed, lossless, ...)
-PAPER, BAR = KINDS
+from spectree.analysis.verdicts import (BAR, FAILS, HOLDS, INCONCLUSIVE, KINDS, NOT_SPLIT, NOT_TESTABLE, PAPER, REPEATS,
+                                        UNDECIDED, UNSTABLE, VERDICTS, side)
 LOSSLESS = "\"SD can achieve lossless acceleration\" (EDD §4.1, l.521)"  # the papers' premise, the paper column
 MIN_PROMPTS = 8  # comparisons resampled over prompts need at least this many
 MIN_UNITS = 8  # no holds / does not hold on fewer independent units (prompts; trees, seeds or timing rounds)
@@ -51,22 +49,31 @@ class Evidence:
     high: float = math.nan
     bar: float = math.nan  # what the interval was read against (NaN where no single bar applies)
     above: bool = True  # the claim is statistic ≥ bar (False: ≤ bar)
+    halves: tuple[str, ...] = ()  # the side of the bar (`verdicts.side`) of the statistic on each of two disjoint
+    # halves of the units (alternate units: `halves_of`); () where the rule cannot split them
+    half_estimates: tuple[float, ...] = ()  # the statistic on each half (a single rule's; () for `all_of`)
 
 
 def claim(name: str, paper: str, ours: Any, evidence: Evidence, goal: str = "", *, kind: str = PAPER,
-          readings: Optional[dict[str, str]] = None, **details: Any) -> dict[str, Any]:
-    """One reproduced claim: the paper's statement (its own words or number, "—" where the paper states none),
+          key: str = "", off_point: str = "", cell: str = "", readings: Optional[dict[str, Any]] = None,
+          **details: Any) -> dict[str, Any]:
+    """One reading of a claim: the paper's statement (its own words or number, "—" where the paper states none),
     our `goal` where the bar is ours and not the paper's (e.g. an issue's target, a threshold the paper leaves
     open), ours, and the evidence's verdict, rule, n and interval. `kind` says what is judged: "paper" (a paper's
     statement about a method's behaviour) or "bar" (a goal we set: speed ≥ x, projection accuracy, a lossless
     check, engine tuning, the GPU checklist, even where a paper number stands beside it); the tallies count them
-    apart. `readings` re-reads a paper claim that does not hold or is inconclusive under each factor that applies
-    ({factor: reading}: draft quality, the paper's knobs, more prompts, training budget and seed, a GPU cost
-    model); its `diagnosis` says which flips it, if any (`diagnose`; the prompts' factor is read from the
-    evidence itself, `prompts_reading`, unless given).
-    A decisive verdict on fewer than MIN_UNITS independent units (`evidence.n`) is inconclusive. A bar of ours
-    (one that opens with ≥ ≤ < >, or names an issue) given as the paper's statement is an error: it belongs in
-    `goal`."""
+    apart.
+    A paper claim names its `key` in the scorecard (`analysis.scorecard.PAPER_CLAIMS`): every reading of one claim
+    carries the same key, and the scorecard shows it once. `off_point` says how this reading's setting differs from
+    the paper's operating point ("m = 32 (the paper's 64)"; "" where it is the paper's: a tallied reading); `cell`
+    which of the paper's settings it covers where the claim spans several ("T = 0.6").
+    `readings` re-read a paper claim that does not hold or is inconclusive under each factor that applies
+    ({factor: `diagnosis.reading`}); its `diagnosis` says what they show (`diagnosis.diagnose`; the prompts'
+    factor is read from the evidence itself, `prompts_reading`, unless given).
+    A decisive verdict on fewer than MIN_UNITS independent units (`evidence.n`) is inconclusive; a decisive paper
+    verdict whose two halves of units (`Evidence.halves`) do not both fall on its side is inconclusive
+    ("unstable"), and `repeat` says which (`repeated`). A bar of ours (one that opens with ≥ ≤ < >, or names an
+    issue) given as the paper's statement is an error: it belongs in `goal`."""
     if evidence.verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, got {evidence.verdict!r}")
     if kind not in KINDS:
@@ -74,16 +81,39 @@ def claim(name: str, paper: str, ours: Any, evidence: Evidence, goal: str = "", 
     if paper.lstrip()[:1] in set("≥≤<>") or "issue" in paper.lower():
         raise ValueError(f"claim {name!r}: the paper column holds the paper's statement, not our bar {paper!r}; "
                          "give the bar as goal=")
-    evidence = enough_units(evidence)
+    evidence, repeat = repeated(enough_units(evidence)) if kind == PAPER else (enough_units(evidence), "")
     readings = dict(readings or {})
     if kind == PAPER and evidence.verdict in (FAILS, INCONCLUSIVE):
-        readings.setdefault("more prompts", prompts_reading(evidence))
+        readings.setdefault(PROMPTS, prompts_reading(evidence))
     else:
         readings = {}
-    return {"name": name, "kind": kind, "paper": paper, "goal": goal, "ours": ours, "verdict": evidence.verdict,
-            "rule": evidence.rule, "n": int(evidence.n), "estimate": evidence.estimate,
-            "interval": [evidence.low, evidence.high], "readings": readings, "diagnosis": diagnose(readings),
-            "details": details}
+    diagnosis = diagnose(readings, at_paper_point=not off_point, point=off_point) if readings else ""
+    return {"name": name, "kind": kind, "key": key, "off_point": off_point, "cell": cell, "paper": paper,
+            "goal": goal, "ours": ours, "verdict": evidence.verdict, "rule": evidence.rule, "n": int(evidence.n),
+            "estimate": evidence.estimate, "interval": [evidence.low, evidence.high], "halves": list(evidence.halves),
+            "repeat": repeat, "readings": readings, "diagnosis": diagnosis, "details": details}
+
+
+def repeated(evidence: Evidence) -> tuple[Evidence, str]:
+    """A decisive verdict re-read on two disjoint halves of its units: (the evidence, "repeats") when the statistic
+    of each half falls on the verdict's side of the bar; (inconclusive, "unstable") when one does not, its rule
+    saying so; (the evidence, "not split") when its rule cannot split its units; any other verdict: (it, "")."""
+    if evidence.verdict not in (HOLDS, FAILS):
+        return evidence, ""
+    if len(evidence.halves) != 2:
+        return evidence, NOT_SPLIT
+    if all(h == evidence.verdict for h in evidence.halves):
+        return evidence, REPEATS
+    text = f"{evidence.rule}; unstable: {evidence.verdict} on all units, the two halves read " + \
+        " and ".join(evidence.halves)
+    return replace(evidence, verdict=INCONCLUSIVE, rule=text), UNSTABLE
+
+
+def halves_of(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two disjoint halves a verdict is re-read on: alternate units (0, 2, 4, … and 1, 3, 5, …), so that two
+    datasets in order (MT-bench then HumanEval) are in both."""
+    index = np.arange(int(n))
+    return index[0::2], index[1::2]
 
 
 def enough_units(evidence: Evidence, min_units: int = MIN_UNITS) -> Evidence:
@@ -153,10 +183,12 @@ def claims_summary(claims: Sequence[dict[str, Any]]) -> dict[str, Any]:
 # --- rules --------------------------------------------------------------------------------------------------
 
 def interval_rule(estimate: float, low: float, high: float, bar: float, n: int, what: str, *, above: bool = True,
-                  strict: bool = False, min_n: int = 1, unit: str = "", method: str = "95%") -> Evidence:
+                  strict: bool = False, min_n: int = 1, unit: str = "", method: str = "95%",
+                  halves: Sequence[float] = ()) -> Evidence:
     """The shared reading of an interval against a bar: the claim is `statistic ≥ bar` (above; `>` if strict) or
     `≤ bar` (`<`); it holds when the whole [low, high] satisfies it, does not hold when the whole interval
-    violates it, and is inconclusive otherwise, with a NaN estimate or interval, or with fewer than min_n units."""
+    violates it, and is inconclusive otherwise, with a NaN estimate or interval, or with fewer than min_n units.
+    `halves`: the statistic on two disjoint halves of the units (`halves_of`), kept as their sides of the bar."""
     op = OPS[(above, strict)]
     rule = f"{method} interval of {what} {op} {bar:g}" + (f", n ≥ {min_n} {unit}".rstrip() if min_n > 1 else "")
     lo, hi = float(low), float(high)
@@ -168,7 +200,9 @@ def interval_rule(estimate: float, low: float, high: float, bar: float, n: int, 
     else:
         verdict = HOLDS if (hi < bar if strict else hi <= bar) else FAILS if (lo >= bar if strict else lo > bar) \
             else INCONCLUSIVE
-    return Evidence(verdict, rule, int(n), float(estimate), lo, hi, float(bar), above)
+    halves = tuple(float(h) for h in halves) if len(halves) == 2 else ()
+    sides = tuple(side(h, bar, above, strict) for h in halves)
+    return Evidence(verdict, rule, int(n), float(estimate), lo, hi, float(bar), above, sides, halves)
 
 
 def proportion_rule(successes: int, n: int, bar: float, what: str, *, above: bool = True, min_n: int = 1,
@@ -188,8 +222,9 @@ def mean_rule(values: Any, bar: float, what: str, *, above: bool = True, strict:
         lo, hi = stats.ttest_1samp(x, bar).confidence_interval(level)
     else:
         lo = hi = float(x.mean()) if len(x) >= 2 else math.nan  # constant values: the mean is exact
+    halves = [float(x[h].mean()) for h in halves_of(len(x))] if len(x) >= 2 else ()
     return interval_rule(float(x.mean()) if len(x) else math.nan, lo, hi, bar, len(x), what, above=above,
-                         strict=strict, min_n=max(2, min_n), unit=unit, method=f"{level:.0%} t")
+                         strict=strict, min_n=max(2, min_n), unit=unit, method=f"{level:.0%} t", halves=halves)
 
 
 def correlation_rule(x: Any, y: Any, bar: float, what: str, *, above: bool = True, strict: bool = False,
@@ -212,12 +247,18 @@ def bootstrap_rule(samples: Sequence[Any], statistic: Callable[..., Any], bar: f
     by a seeded bootstrap over the units (scipy bootstrap, paired; `method` "percentile" or "BCa", the
     bias-corrected and accelerated interval). `statistic(*arrays, axis=-1)`
     is vectorised unless `vectorized` is False (then `statistic(*arrays)` on 1-D arrays); a statistic
-    undefined (NaN) in more resamples than the interval's lower tail leaves the claim inconclusive."""
+    undefined (NaN) in more resamples than the interval's lower tail leaves the claim inconclusive. The statistic
+    on each half of the units (`halves_of`) is kept for `repeated`."""
     arrays = [np.asarray(s, dtype=float) for s in samples]
     n = len(arrays[0]) if arrays else 0
+
+    def at(units: Any) -> float:
+        part = [a[..., units] for a in arrays]
+        return float(statistic(*part, axis=-1) if vectorized else statistic(*part))
     with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        estimate = float(statistic(*arrays, axis=-1) if vectorized else statistic(*arrays)) if n else math.nan
+        estimate = at(slice(None)) if n else math.nan
+        halves = [at(h) for h in halves_of(n)] if n >= 2 else ()
         lo = hi = math.nan
         if n >= max(2, min_n):
             batch = max(1, 4_000_000 // (n * len(arrays)))  # resamples per call: about 32 MB of floats
@@ -231,17 +272,19 @@ def bootstrap_rule(samples: Sequence[Any], statistic: Callable[..., Any], bar: f
                     lo = hi = float(spread[0])
     kind = "BCa " if method.lower() == "bca" else ""
     return interval_rule(estimate, lo, hi, bar, n, what, above=above, strict=strict, min_n=max(2, min_n),
-                         unit=unit, method=f"{level:.0%} paired {kind}bootstrap")
+                         unit=unit, method=f"{level:.0%} paired {kind}bootstrap", halves=halves)
 
 
 def prompt_interval_rule(estimate: float, low: float, high: float, bar: float, n_prompts: int, what: str, *,
                          above: bool = True, strict: bool = False, min_n: int = MIN_PROMPTS, tokens: int = 0,
-                         min_tokens: int = 0, level: float = 0.95) -> Evidence:
+                         min_tokens: int = 0, level: float = 0.95, halves: Sequence[float] = ()) -> Evidence:
     """`interval_rule` for an interval of a token statistic bootstrapped over prompts (`rules.cluster_interval`):
-    n is the number of prompts, inconclusive below min_n of them or below min_tokens tokens in all."""
+    n is the number of prompts, inconclusive below min_n of them or below min_tokens tokens in all; `halves` the
+    statistic on each half of the prompts (`halves_of`)."""
     if tokens < min_tokens:
         low = high = math.nan
-    ev = interval_rule(estimate, low, high, bar, n_prompts, what, above=above, strict=strict, min_n=max(2, min_n))
+    ev = interval_rule(estimate, low, high, bar, n_prompts, what, above=above, strict=strict, min_n=max(2, min_n),
+                       halves=halves)
     floor = f"n ≥ {max(2, min_n)} prompts" + (f" and ≥ {min_tokens} tokens" if min_tokens > 1 else "")
     return replace(ev, rule=f"{level:.0%} bootstrap interval over prompts of {what} {OPS[(above, strict)]} {bar:g}, "
                             f"{floor}")
@@ -262,22 +305,31 @@ def cluster_rule(statistic: Statistic, n_prompts: int, bar: float, what: str, *,
         with np.errstate(invalid="ignore", divide="ignore"):
             est = float(statistic(np.ones((1, n_prompts)))[0]) if n_prompts else math.nan
         lo = hi = math.nan
+    halves: Sequence[float] = ()
+    if n_prompts >= 2:  # each half of the prompts alone: weight 1 on its prompts, 0 on the others
+        weights = np.zeros((2, n_prompts))
+        for row, units in enumerate(halves_of(n_prompts)):
+            weights[row, units] = 1.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            halves = [float(v) for v in statistic(weights)]
     return prompt_interval_rule(est, lo, hi, bar, n_prompts, what, above=above, strict=strict, min_n=min_n,
-                                tokens=tokens, min_tokens=min_tokens, level=level)
+                                tokens=tokens, min_tokens=min_tokens, level=level, halves=halves)
 
 
-def tolerance_rule(value: float, tolerance: float, n: int, what: str, unit: str) -> Evidence:
+def tolerance_rule(value: float, tolerance: float, n: int, what: str, unit: str, halves: Sequence[float] = ()
+                   ) -> Evidence:
     """A deterministic effect against zero: holds above +tolerance, does not hold below −tolerance, else
-    inconclusive (the tolerance is the interval: readings of a fixed model or of seeded trees)."""
+    inconclusive (the tolerance is the interval: readings of a fixed model or of seeded trees); `halves` the
+    effect on each half of the units."""
     v = float(value) if value is not None else math.nan
     return interval_rule(v, v - tolerance, v + tolerance, 0.0, n, what, strict=True, unit=unit,
-                         method=f"±{tolerance:g} tolerance")
+                         method=f"±{tolerance:g} tolerance", halves=halves)
 
 
 def all_of(parts: Iterable[Evidence], rule: Optional[str] = None) -> Evidence:
     """Several rules together: holds if every part holds, does not hold if any part does not, not testable if no
     part can be tested, else inconclusive; n is the smallest part's, the estimate the first part's (no parts:
-    inconclusive, n = 0)."""
+    inconclusive, n = 0); each half of the units is read the same way over the parts' halves."""
     parts = list(parts)
     verdicts = {p.verdict for p in parts}
     verdict = (FAILS if FAILS in verdicts else HOLDS if parts and verdicts == {HOLDS} else
@@ -285,7 +337,12 @@ def all_of(parts: Iterable[Evidence], rule: Optional[str] = None) -> Evidence:
     text = rule or "; ".join(dict.fromkeys(p.rule for p in parts)) or "nothing to judge"
     if len(parts) == 1:
         return replace(parts[0], rule=text)
-    return Evidence(verdict, text, min((p.n for p in parts), default=0), parts[0].estimate if parts else math.nan)
+    halves: tuple[str, ...] = ()
+    if parts and all(len(p.halves) == 2 for p in parts):  # each half as the verdict over the parts' halves
+        halves = tuple(FAILS if FAILS in s else HOLDS if set(s) == {HOLDS} else UNDECIDED
+                       for s in zip(*(p.halves for p in parts)))
+    return Evidence(verdict, text, min((p.n for p in parts), default=0), parts[0].estimate if parts else math.nan,
+                    halves=halves)
 
 
 def units_needed(evidence: Evidence) -> float:
@@ -301,39 +358,29 @@ def units_needed(evidence: Evidence) -> float:
     return math.inf if gap == 0 else max(evidence.n + 1.0, evidence.n * (reach / gap) ** 2)
 
 
-def prompts_reading(evidence: Evidence, unit: str = "prompts", feasible: float = 4.0) -> str:
-    """The 'more prompts' factor of a diagnosis, in words: for a does-not-hold, that more units would not flip it
-    (its whole interval is on the other side of the bar); for an inconclusive one, the n at which its interval
-    would clear the bar (`units_needed`) and whether that is within `feasible` × today's n ("too few prompts")."""
+def prompts_reading(evidence: Evidence, unit: str = "prompts", feasible: float = 4.0) -> dict[str, Any]:
+    """The 'more prompts' factor of a diagnosis (`diagnosis.reading`): for a does-not-hold, that more units would not
+    flip it (its whole interval is on the other side of the bar); for an inconclusive one, the n at which its
+    interval would clear the bar (`units_needed`), the side it would land on (`projects`: holds / does not hold) and
+    whether that n is within `feasible` × today's (only then "too few", and only a projection to the holding side
+    opens a diagnosis with it)."""
     if evidence.verdict == FAILS:
-        return f"would not flip it (the whole interval is on the other side of the bar, n = {evidence.n} {unit})"
+        return reading(f"would not flip it (the whole interval is on the other side of the bar, n = {evidence.n} "
+                       f"{unit})", FAILS)
     if evidence.verdict != INCONCLUSIVE:
-        return ""
+        return reading("")
     need = units_needed(evidence)
     if math.isnan(need):
-        return "cannot tell (no interval)"
+        return reading("cannot tell (no interval)", tried=False)
     if math.isinf(need):
-        return "would not decide it (the estimate sits on the bar)"
-    side = "hold" if (evidence.estimate >= evidence.bar) == evidence.above else "not hold"
+        return reading("would not decide it (the estimate sits on the bar)", INCONCLUSIVE)
+    lands = side(evidence.estimate, evidence.bar, evidence.above)
+    words = "hold" if lands == HOLDS else "not hold"
     if need <= feasible * max(evidence.n, 1):
-        return f"too few {unit}: at this estimate it would {side} from ≈ {math.ceil(need)} {unit} (n = {evidence.n})"
-    return f"would hardly decide it (≈ {math.ceil(need)} {unit} needed at this estimate, n = {evidence.n})"
-
-
-def diagnose(readings: dict[str, str]) -> str:
-    """A diagnosis from the factors re-read for one claim, {factor: reading}: e.g. {"draft quality": "holds from
-    agreement 0.60", "paper's knobs": "holds at s_d/s_t 0.037", "more prompts": "too few prompts: …"}. It opens with
-    what flips the verdict: the factors whose reading holds ("holds with the paper's knobs"), else "too few
-    prompts" (or whatever units a reading counts), else "no factor flips it: a property of this pair" when draft quality up to the papers' was re-read,
-    else "no factor tried flips it"; then every reading."""
-    parts = {k: v for k, v in readings.items() if v}
-    if not parts:
-        return ""
-    flips = [k for k, v in parts.items() if v.startswith("holds")]
-    few = next((v.split(":")[0] for v in parts.values() if v.startswith("too few")), "")
-    head = (f"holds with {' / '.join(flips)}" if flips else few if few else
-            "no factor flips it: a property of this pair" if "draft quality" in parts else "no factor tried flips it")
-    return head + ". " + "; ".join(f"{k}: {v}" for k, v in parts.items())
+        return reading(f"too few {unit}: at this estimate it would {words} from ≈ {math.ceil(need)} {unit} "
+                       f"(n = {evidence.n})", INCONCLUSIVE, projects=lands)
+    return reading(f"would hardly decide it (≈ {math.ceil(need)} {unit} needed at this estimate, it would {words}; "
+                   f"n = {evidence.n})", INCONCLUSIVE, projects="")
 
 
 def unscored(why: str = "not scored") -> Evidence:

@@ -32,7 +32,7 @@ import torch
 
 from scipy import stats
 
-from spectree.analysis.claims import Evidence, claim, enough_units, interval_rule, prompts_reading
+from spectree.analysis.claims import Evidence, claim, enough_units, halves_of, interval_rule, prompts_reading
 from spectree.core.manifest import beside, digest, reuse_or_rebuild
 from spectree.core.drafting import TOP_M
 from spectree.core.paths import artifact_path
@@ -199,8 +199,10 @@ def seeds_rule(values, tolerance: float, what: str, level: float = 0.95) -> Evid
         lo, hi = stats.ttest_1samp(x, 0.0).confidence_interval(level)
     else:
         lo = hi = est
+    halves = [float(x[h].mean()) for h in halves_of(len(x))] if len(x) >= 2 else ()  # each half of the seeds
     return interval_rule(est, lo - tolerance, hi + tolerance, 0.0, len(x), what, strict=True, unit="training seeds",
-                         method=f"{level:.0%} t interval over training seeds, widened by ±{tolerance:g},")
+                         method=f"{level:.0%} t interval over training seeds, widened by ±{tolerance:g},",
+                         halves=halves)
 
 
 def _spread(values) -> str:
@@ -234,21 +236,22 @@ def surface_claims(readings: pd.DataFrame, tolerance: float = 0.01, low_p: float
               "P has the greatest impact; the fixed-P surfaces are widely spaced",
               f"P's partial-dependence range − the larger of H's and d's: {_spread(readings.p_dominance)} over {n} "
               f"training seeds (mean ranges {ranges}){beside('p_dominance')}", rule["p_dominance"],
-              readings=seeds["p_dominance"]),
+              key="c2t-fig10-p", readings=seeds["p_dominance"]),
         claim("high entropy raises confidence at low P (C2T Fig. 10, fixed H)",
               "at low P the high-entropy surface lies above the low-entropy ones",
               f"F(H={h_hi:g}) − F(H={h_lo:g}) = {_spread(readings.h_gain)} over {n} training seeds (mean over "
-              f"P ≤ {low_p:g}, d ∈ [0, 10], Alg. 1's d){beside('h_gain')}", rule["h_gain"], readings=seeds["h_gain"]),
+              f"P ≤ {low_p:g}, d ∈ [0, 10], Alg. 1's d){beside('h_gain')}", rule["h_gain"], key="c2t-fig10-entropy",
+              readings=seeds["h_gain"]),
         claim("shallower depth raises confidence at low P (C2T Fig. 10, fixed d)",
               "at low P the surfaces diverge, shallower depths higher",
               f"F(d={d_lo:g}) − F(d={d_hi:g}) = {_spread(readings.d_gap_low)} over {n} training seeds (mean over "
               f"P ≤ {low_p:g}, H ∈ [0, {RANGES['H'][1]:.2f}]; Alg. 1's d, first drafted layer 0){beside('d_gap_low')}",
-              rule["d_gap_low"], readings=seeds["d_gap_low"]),
+              rule["d_gap_low"], key="c2t-fig10-depth", readings=seeds["d_gap_low"]),
         claim("depth matters little at high P (C2T Fig. 10, fixed d)",
               "the fixed-d surfaces coincide and flatten at high P",
               f"|F(d={d_lo:g}) − F(d={d_hi:g})| at P ≤ {low_p:g} − at P ≥ {high_p:g}: "
               f"{_spread(readings.d_flattening)} over {n} training seeds{beside('d_flattening')}",
-              rule["d_flattening"], readings=seeds["d_flattening"]),
+              rule["d_flattening"], key="c2t-fig10-depth-high-p", readings=seeds["d_flattening"]),
     ]
 
 

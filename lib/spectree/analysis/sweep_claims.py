@@ -2,19 +2,24 @@
 the prompts' per-prompt sums (`sweeps.score`'s `by_prompt`), at the papers' comparison points — each method's knob
 swept and its τ(γ) curve read at the other's point where a paper compares at matched γ or τ (`matched_rule`) — and
 at the papers' knobs (PCT at EDD's s_d/s_t 0.037, DySpec at budget 64 uncapped), any other knob value a second,
-labelled reading in the claim's `readings` ("paper's knobs"), from which its diagnosis is computed."""
+labelled reading in the claim's `readings` (`diagnosis.KNOBS`), from which its diagnosis is computed. A claim read
+away from the paper's operating point (the logbook's K or depth below the paper's) says so in its `off_point`: the
+scorecard shows it under the claim, never as its tallied verdict."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
 
 from spectree.analysis import sweeps
-from spectree.analysis.claims import (Evidence, all_of, bootstrap_rule, claim, pooled_difference, pooled_quotient,
-                                      unscored)
+from spectree.analysis.claims import (Evidence, all_of, bootstrap_rule, claim, interval_rule, pooled_difference,
+                                      pooled_quotient, unscored)
+from spectree.analysis.diagnosis import KNOBS, reading
 from spectree.analysis.sweeps import scored
+from spectree.analysis.verdicts import HOLDS, side
 
 # the papers' words, quoted once: notebook 02's and 03's claims read them
 C2T_TABLE_2 = '"stably utilizes 75% to 80% of γ while keeping τ unchanged" (C2T Table 2)'
@@ -23,7 +28,6 @@ DYSPEC_TABLES_1_2 = ('"DySpec consistently outperforms both Sequoia and Specinfe
 DYSPEC_BUDGET = 64  # DySpec Tables 1–2: "the maximum draft token tree size is set to 64" (DySpec l.212)
 DYSPEC_SEQUOIA_SHARE = 0.98  # the least share of Sequoia's τ DySpec has in Tables 1–2 (Table 1, CNN T = 0: 3.97/4.04)
 INTERVAL = "BCa"  # every claim's bootstrap interval (scipy's bias-corrected and accelerated)
-KNOBS = "paper's knobs"  # the diagnosis factor under which another knob value's reading is recorded
 RATES = {"tau": ("tau", "steps"), "gamma": ("gamma", "steps"), "alpha": ("tau_drafted", "depth")}  # per-prompt sums
 SUMS = ("steps", "tau", "gamma", "tau_drafted", "depth")  # what a matched reading resamples, per row and prompt
 
@@ -73,10 +77,17 @@ def matched_rule(method: pd.DataFrame, reference: pd.DataFrame, reading: sweeps.
 
 
 def second_reading(label: str, ev: Evidence, fmt: str) -> str:
-    """A claim re-read at another knob value, for its readings: "this machine's s_d/s_t 0.213: does not hold
-    (+0.012 (95% CI …))". It never opens with "holds": the verdict is read at the paper's knob, so another value
-    does not flip it (`claims.diagnose`)."""
+    """A claim re-read at another knob value, in words: "m = 8: holds (+0.012 (95% CI …))"."""
     return f"{label}: {ev.verdict}" + (f" ({_reading(ev, fmt)})" if math.isfinite(ev.estimate) else "")
+
+
+def knobs_reading(at: str, others: list[tuple[str, Evidence, str]]) -> dict:
+    """The `diagnosis.KNOBS` reading of a claim read at `at` (the paper's knob values), re-read at each other value
+    (label, evidence, number format): it holds where any other value holds, naming those (`where`)."""
+    holding = [label for label, ev, _ in others if ev.verdict == HOLDS]
+    text = "; ".join([at] + [second_reading(label, ev, fmt) for label, ev, fmt in others])
+    return reading(text, HOLDS if holding else (others[0][1].verdict if others else ""), tried=bool(others),
+                   where=", ".join(holding))
 
 
 def _reading(ev: Evidence, fmt: str) -> str:
@@ -117,37 +128,52 @@ def _knobs(table: pd.DataFrame, group: str) -> str:
 
 
 C2T_MAIN_KNOBS = (15, 10)  # TopK and d_max of C2T's main tables and Fig. 4, EAGLE-2's too (C2T l.192)
+C2T_TABLE4_KNOBS = (10, 6)  # Table 4's (C2T App. A, l.331): TopK 10, d_max 6
+C2T_TABLE4_SHARE = 0.85  # Table 4: C2T β 0.65 reaches EAGLE-2 TopN 60's τ (3.66 vs 3.65) with γ 531,947 / 628,980 = 84.6%
+C2T_TABLE_4 = ("C2T β 0.65: τ 3.66 at γ 531,947 vs EAGLE-2 TopN 60: τ 3.65 at γ 628,980 (84.6%); β 0.85: τ 3.06 at "
+               "γ 226,569 vs TopN 26: τ 2.95 at γ 317,668 (71%) (Table 4, TopK 10, d_max 6, LLaMA-2 7B, MT-bench)")
 
 
 def c2t_claims(table: pd.DataFrame) -> list[dict[str, Any]]:
     """C2T against EAGLE-2 at matched τ, as C2T compares them (§5.2, "a scatter plot of τ versus γ"): the γ C2T's
     β curve needs at each EAGLE-2 size's τ, as a share of its γ. Table 2 (C2T without second pruning): the median
-    share over the sizes reached (≥ 2) ≤ 0.80, the paper's upper figure; Fig. 4: each C2T variant's largest < 1.
-    Read at the sweep's TopK and d_max; where they are not the main tables' 15 and 10 (the paper profile's), the
-    claims' "paper's knobs" reading says so."""
+    share over the sizes reached (≥ 2) ≤ 0.80, the paper's upper figure, at the main tables' TopK 15, d_max 10;
+    Fig. 4: each C2T variant's largest < 1, at the same knobs; Table 4: the median share ≤ 0.85 (its 84.6%) at its
+    TopK 10, d_max 6. Each is read at the sweep's TopK and d_max, off the paper's point where they differ."""
     median, worst, sizes = _c2t_evidence(table, "c2t_fig4")
     rows = scored(table, "c2t_fig4", "eagle2")
     knobs = (rows.params.iloc[0].get("K"), rows.params.iloc[0].get("d_max")) if len(rows) else C2T_MAIN_KNOBS
     where = _knobs(table, "c2t_fig4")
     listed = table[(table.group == "c2t_fig4") & (table.name == "c2t") & (table.dataset == "all")]
     lost = sorted({p["beta"] for p in listed[~listed.replayable.astype(bool)].params})
-    parts = ([] if knobs == C2T_MAIN_KNOBS else [f"read at {where} (C2T Table 4's are 10 and 6); the main tables' "
-                                                 "TopK 15, d_max 10 need a logbook of K 15 and depth 10: the paper "
-                                                 "profile's"])
-    if lost:
-        parts.append(f"C2T at β {', '.join(f'{b:g}' for b in lost)} not replayed on this logbook (Table 2 runs β 0.3)")
-    readings = {KNOBS: "; ".join(parts)} if parts else {}
+    unreplayed = (f"; C2T at β {', '.join(f'{b:g}' for b in lost)} not replayed on this logbook (Table 2 runs β "
+                  "0.2–0.35)" if lost else "")
+    main_off = "" if knobs == C2T_MAIN_KNOBS else f"{where} (the main tables': TopK 15, d_max 10)"
+    table4_off = "" if knobs == C2T_TABLE4_KNOBS else f"{where} (Table 4's: TopK 10, d_max 6)"
+    table4 = replace(median, **_bar_rule(median, C2T_TABLE4_SHARE))
+    share_text = (f"the share of EAGLE-2's γ C2T w/o topk needs at its τ (β interpolated, median over {sizes} sizes): "
+                  f"{_reading(median, '.0%')}{unreplayed}")
     return [claim("C2T reaches EAGLE-2's τ with 75–80% of its γ (C2T Table 2)",
-                  f"{C2T_TABLE_2}: C2T w/o second TopK, LLaMA-2 7B/13B/70B, MT-bench; "
-                  "Table 4 (TopK 10, d_max 6): τ 3.66 vs 3.65 at γ 531,947 vs 628,980",
-                  f"at {where}: the share of EAGLE-2's γ C2T w/o topk needs at its τ (β interpolated, median over "
-                  f"{sizes} sizes): {_reading(median, '.0%')}", median, readings=readings),
+                  f"{C2T_TABLE_2}: C2T w/o second TopK, LLaMA-2 7B/13B/70B, MT-bench, TopK 15, d_max 10",
+                  f"at {where}: {share_text}", median, key="c2t-table2", off_point=main_off),
+            claim("C2T reaches EAGLE-2's τ with 85% of its γ at TopK 10, d_max 6 (C2T Table 4)", C2T_TABLE_4,
+                  f"at {where}: {share_text}", table4, key="c2t-table4", off_point=table4_off),
             claim("C2T needs fewer candidates than EAGLE-2 at every τ (C2T Fig. 4)",
                   '"C2T consistently achieves lower γ for similar τ compared to EAGLE-2" (Fig. 4); with second TopK '
-                  '"it consistently outperforms EAGLE-2" (App. B.6)',
+                  '"it consistently outperforms EAGLE-2" (App. B.6); TopK 15, d_max 10',
                   f"at {where}: largest share of EAGLE-2's γ at its τ: " + "; ".join(
                       f"{_topk(t)} {_reading(w, '.0%')}" for t, w in worst.items()),
-                  all_of(worst.values()) if worst else unscored("no C2T rows to compare"), readings=readings)]
+                  all_of(worst.values()) if worst else unscored("no C2T rows to compare"), key="c2t-fig4",
+                  off_point=main_off)]
+
+
+def _bar_rule(ev: Evidence, bar: float) -> dict[str, Any]:
+    """The fields of `ev` re-read against another bar (a ≤ claim on the same interval and halves)."""
+    again = interval_rule(ev.estimate, ev.low, ev.high, bar, ev.n, "C2T's γ share at EAGLE-2's τ (median over the "
+                          "EAGLE-2 sizes reached)", above=False, min_n=2, unit="prompts",
+                          method=f"95% paired {INTERVAL} bootstrap")
+    halves = tuple(side(h, bar, above=False) for h in ev.half_estimates)
+    return {"verdict": again.verdict, "rule": again.rule, "bar": bar, "halves": halves}
 
 
 def _chain_rows(table: pd.DataFrame, stop: str, threshold: Optional[float] = None) -> pd.DataFrame:
@@ -170,21 +196,26 @@ def chain_claims(table: pd.DataFrame) -> list[dict[str, Any]]:
                          "τ(C2T at a fixed chain's γ) − τ(fixed chain), median over the lengths")
     beta = c2t[np.array([math.isclose(p["beta"], sweeps.CHAIN_BETA) for p in c2t.params], dtype=bool)]
     longest = max((p.get("k", 0) for p in scored(table, "chain_table3", "chain").params), default=0)
-    knobs = {KNOBS: f"chains of at most {longest} tokens here, the paper's 10 not logged"} if 0 < longest < 10 else {}
+    dynamic = pd.concat([dyjoint, _chain_rows(table, "dymax"), c2t])
+    reached = float(dynamic.max_depth.max()) if "max_depth" in dynamic and len(dynamic) else math.nan
+    bound = not math.isfinite(reached) or reached >= longest  # a dynamic chain reached the logbook's longest
+    off = f"chains cut at {longest} tokens (the paper's 10), which a dynamic chain reached" if 0 < longest < 10 \
+        and bound else ""
     return [claim("Chain mode: at DyMax's γ, DyJoint reaches a higher τ (C2T Table 3)",
                   "DyJoint (0.08) τ 2.12 at γ 129,876 vs DyMax (0.3) τ 2.06 at γ 127,018 (τ without the bonus "
                   "token)",
                   f"DyMax 0.3 {_at(dymax_ref)}; DyJoint's τ gain at that γ ({len(dyjoint)} thresholds, "
-                  f"interpolated): {_reading(one, '+.3f')}", one, readings=knobs),
+                  f"interpolated): {_reading(one, '+.3f')}", one, key="c2t-table3-dyjoint", off_point=off),
             claim("Chain mode: C2T reaches DyJoint's τ with fewer candidates (C2T Table 3)",
                   "C2T (β 0.85) τ 2.12 at γ 116,694 vs DyJoint (0.08) τ 2.12 at γ 129,876",
                   f"DyJoint 0.08 {_at(dyjoint_ref)}; C2T β 0.85 {_at(beta)}; the share of DyJoint's γ C2T needs "
-                  f"at its τ ({len(c2t)} β, interpolated): {_reading(two, '.0%')}", two, readings=knobs),
+                  f"at its τ ({len(c2t)} β, interpolated): {_reading(two, '.0%')}", two, key="c2t-table3-c2t",
+                  off_point=off),
             claim("Chain mode: C2T reaches a higher τ than fixed chains of the same γ (C2T Table 3)",
                   '"C2T retains an advantage in chain mode"; EAGLE-1/2 chains of 5–9: τ 1.98–2.13 at γ 112,231–'
                   "184,140 vs C2T τ 2.12 at γ 116,694",
                   f"C2T's τ gain at the γ of {len(fixed)} fixed lengths ({len(c2t)} β, interpolated; median): "
-                  f"{_reading(three, '+.3f')}", three, readings=knobs)]
+                  f"{_reading(three, '+.3f')}", three, key="c2t-table3-fixed", off_point=off)]
 
 
 def _pct_rows(table: pd.DataFrame) -> tuple[Optional[pd.Series], list[pd.Series]]:
@@ -196,49 +227,73 @@ def _pct_rows(table: pd.DataFrame) -> tuple[Optional[pd.Series], list[pd.Series]
 
 
 def _edd_evidence(pct: Optional[pd.Series], table: pd.DataFrame) -> list[Evidence]:
-    """EDD Table 2's three readings of one PCT row: α at EAGLE-2's curve at PCT's τ; PCT's γ as a share of the γ
-    EAGLE-2's curve needs at PCT's τ; τ against the better of VCT and CAPE."""
+    """EDD Table 2's readings of one PCT row: α against EAGLE-2 as EDD ran it (10 / 6 / 50); PCT's γ as a share of
+    the γ EAGLE-2's N curve needs at PCT's τ; τ against the better of VCT and CAPE; α against EAGLE-2's N curve at
+    PCT's τ (a second reading)."""
     if pct is None:
-        return [unscored("PCT was not scored")] * 3
+        return [unscored("PCT was not scored")] * 4
     one, e2_sweep = pd.DataFrame([pct]), scored(table, "edd_table2", "eagle2")
+    e2 = _pick(table, "edd_table2", "eagle2", N=sweeps.EDD_EAGLE2[2])
     vct, cape = _pick(table, "edd_table2", "vct"), _pick(table, "edd_table2", "cape")
     static = None if vct is None or cape is None else max((vct, cape), key=lambda r: r.tau)
-    return [matched_rule(one, e2_sweep, sweeps.alpha_gain, 0.0, "α(PCT) − α(EAGLE-2 at PCT's τ, N interpolated)"),
+    return [unscored("EAGLE-2 10/6/50 was not scored") if e2 is None else
+            compare(pct, e2, "alpha", 0.0, "α(PCT) − α(EAGLE-2 10/6/50)"),
             matched_rule(one, e2_sweep, sweeps.gamma_own_share, 0.6,
                          "γ(PCT) / γ(EAGLE-2 at PCT's τ, N interpolated)", above=False, strict=False),
             unscored("VCT or CAPE was not scored") if static is None else
-            compare(pct, static, "tau", 0.0, "τ(PCT) − τ(the better of VCT and CAPE)")]
+            compare(pct, static, "tau", 0.0, "τ(PCT) − τ(the better of VCT and CAPE)"),
+            matched_rule(one, e2_sweep, sweeps.alpha_gain, 0.0, "α(PCT) − α(EAGLE-2 at PCT's τ, N interpolated)")]
 
 
 def _ratio(row: Optional[pd.Series]) -> str:
     return "—" if row is None else f"{row.params.get('ratio'):g}"
 
 
+PCT_DEPTH = 10  # PCT's maximum depth in EDD's experiments (EDD l.1386: width 5, depth 10)
+
+
+def _depth_cap(pct: Optional[pd.Series]) -> str:
+    """How PCT's reading differs from the paper's point when the logbook caps its depth below EDD's 10 and a tree
+    reached that cap (the cap bound: a deeper tree was cut); "" where the cap is 10, or no tree reached it (a cap
+    that never binds grows the paper's trees)."""
+    depth = int(pct.params.get("d_max", PCT_DEPTH)) if pct is not None else PCT_DEPTH
+    reached = float(pct.get("max_depth", math.nan)) if pct is not None else math.nan
+    if depth >= PCT_DEPTH or (math.isfinite(reached) and reached < depth):
+        return ""
+    return f"PCT cut at depth {depth} (the paper's {PCT_DEPTH}), which its trees reached: the logbook's depth"
+
+
 def edd_claims(table: pd.DataFrame) -> list[dict[str, Any]]:
     """EDD Table 2 and §4.3.1 on EDD's trees, PCT at the paper's s_d/s_t (0.037, EDD l.1388: τ and γ do not depend
-    on the machine), PCT at any other s_d/s_t scored (this machine's) a second, labelled reading: PCT's α against
-    EAGLE-2's at PCT's τ (EAGLE-2's N swept: the table shows them at equal τ); PCT's γ against the γ EAGLE-2's N
-    curve needs to reach PCT's τ ("about half the number of nodes while achieving a competitive average acceptance
-    length", read at matched τ); PCT's τ against the better of VCT and CAPE."""
+    on the machine): PCT's α against EAGLE-2's as EDD ran it (10 per expansion, depth 6, 50 tokens; the depth
+    EAGLE-2 reaches shown), and along EAGLE-2's N curve at PCT's τ as a second reading; PCT's γ against the γ
+    EAGLE-2's N curve needs to reach PCT's τ ("about half the number of nodes while achieving a competitive average
+    acceptance length", read at matched τ); PCT's τ against the better of VCT and CAPE. PCT at any other s_d/s_t
+    scored (the one-token forward ratio of this machine, t_draft(1) / t_target(1)) is a `diagnosis.KNOBS` reading."""
     pct, others = _pct_rows(table)
     evidence, e2_sweep = _edd_evidence(pct, table), scored(table, "edd_table2", "eagle2")
     again = [(r, _edd_evidence(r, table)) for r in others]
     fmts = ("+.3f", ".0%", "+.3f")
-    readings = [{KNOBS: f"read at the paper's s_d/s_t {_ratio(pct)}; " + "; ".join(
-        second_reading(f"this machine's s_d/s_t {_ratio(r)}", evs[i], fmts[i]) for r, evs in again)} if again else {}
-        for i in range(3)]
+    at_paper = f"read at the paper's s_d/s_t {_ratio(pct)}"
+    readings = [{KNOBS: knobs_reading(at_paper, [(f"the one-token forward ratio {_ratio(r)}", evs[i], fmts[i])
+                                                 for r, evs in again])} if again else {} for i in range(3)]
+    readings[0][KNOBS + " (EAGLE-2's N curve)"] = reading(
+        f"α(PCT) − α(EAGLE-2 at PCT's τ, {len(e2_sweep)} sizes, N interpolated): {evidence[3].verdict} "
+        f"({_reading(evidence[3], '+.3f')})", evidence[3].verdict, where="EAGLE-2 read at PCT's τ")
     e2 = _pick(table, "edd_table2", "eagle2", N=sweeps.EDD_EAGLE2[2])
+    off = _depth_cap(pct)
     at = f"PCT (s_d/s_t {_ratio(pct)})"
     unmatched = (f"; at EDD's EAGLE-2 10/6/50 (unmatched, not the verdict): τ {pct.tau:.3f} vs {e2.tau:.3f}, γ "
                  f"{pct.gamma:.2f} vs {e2.gamma:.2f}" if pct is not None and e2 is not None else "")
     vct, cape = _pick(table, "edd_table2", "vct"), _pick(table, "edd_table2", "cape")
     static = None if vct is None or cape is None else max((vct, cape), key=lambda r: r.tau)
-    return [claim("At equal τ, PCT's acceptance rate α exceeds EAGLE-2's (EDD Table 2)",
-                  "α 0.74 vs 0.67 at τ 3.99 for both (LLaMA2-Chat 7B, MT-bench)",
-                  f"{at} α {pct.alpha:.3f} at τ {pct.tau:.3f} (mean depth {pct.depth:.2f}), minus EAGLE-2's α at "
-                  f"that τ ({len(e2_sweep)} sizes, interpolated): {_reading(evidence[0], '+.3f')}" if pct is not None
-                  else "not scored on this logbook", evidence[0], readings=readings[0],
-                  knobs=readings[0].get(KNOBS, "")),
+    return [claim("PCT's acceptance rate α exceeds EAGLE-2's (EDD Table 2)",
+                  "α 0.74 vs 0.67 at τ 3.99 for both (LLaMA2-Chat 7B, MT-bench; EAGLE-2 10 / 6 / 50)",
+                  f"{at} α {pct.alpha:.3f} at τ {pct.tau:.3f} (mean depth {pct.depth:.2f}) vs EAGLE-2 10/6/50 α "
+                  f"{e2.alpha:.3f} at τ {e2.tau:.3f} (mean depth reached {e2.depth:.2f} of its 6): "
+                  f"{_reading(evidence[0], '+.3f')}" if pct is not None and e2 is not None
+                  else "not scored on this logbook", evidence[0], key="edd-table2-alpha", off_point=off,
+                  readings=readings[0]),
             claim("PCT keeps EAGLE-2's τ with about half its nodes (EDD §4.3.1, Fig. 6)",
                   '"PCT contains only about half the number of nodes while achieving a competitive average '
                   'acceptance length"',
@@ -246,12 +301,12 @@ def edd_claims(table: pd.DataFrame) -> list[dict[str, Any]]:
                   f"({len(e2_sweep)} sizes, interpolated): {_reading(evidence[1], '.0%')}{unmatched}"
                   if pct is not None else "not scored on this logbook", evidence[1],
                   goal="γ ≤ 60% of EAGLE-2's at PCT's τ: our reading of 'about half' (τ matched: 'competitive')",
-                  readings=readings[1], knobs=readings[1].get(KNOBS, "")),
+                  key="edd-half-nodes", off_point=off, readings=readings[1]),
             claim("PCT's τ beats VCT's and CAPE's (EDD Table 2)",
                   "τ 3.99 vs VCT 3.56 and CAPE 3.35 (LLaMA2-Chat 7B, MT-bench)",
                   f"{at} τ {pct.tau:.3f} vs {static['name']} {static.tau:.3f} (the better)"
                   if pct is not None and static is not None else "not scored on this logbook", evidence[2],
-                  readings=readings[2], knobs=readings[2].get(KNOBS, ""))]
+                  key="edd-table2-tau", off_point=off, readings=readings[2])]
 
 
 def _nodes(params: dict[str, Any]) -> int:
@@ -296,17 +351,17 @@ def budget_claims(table: pd.DataFrame, caps: Optional[pd.DataFrame] = None) -> l
     at = rows.get(m, _budget_rows(table.iloc[:0], m))
     evidence = _budget_evidence(at)
     fmts = ("+.3f", ".0%")
-    seconds = [[] for _ in evidence]
+    seconds: list[list[tuple[str, Evidence, str]]] = [[] for _ in evidence]
     if at["capped"] is not None:
         cap = at["capped"].params.get("K", 8)
         for i, ev in enumerate(_budget_evidence(at, "capped")):
-            seconds[i].append(second_reading(f"DySpec capped at K = {cap}", ev, fmts[i]))
+            seconds[i].append((f"DySpec capped at K = {cap}", ev, fmts[i]))
     for other in (b for b in ready if b != m):
         for i, ev in enumerate(_budget_evidence(rows[other])):
-            seconds[i].append(second_reading(f"m = {other}", ev, fmts[i]))
-    where = (f"read at the paper's m = {m}, Alg. 1 uncapped" if m == DYSPEC_BUDGET else
-             f"m = {DYSPEC_BUDGET} not scored on this logbook: read at m = {m}")
-    readings = [{KNOBS: "; ".join([where] + s)} for s in seconds]
+            seconds[i].append((f"m = {other}", ev, fmts[i]))
+    where = f"read at m = {m}, Alg. 1 uncapped (K = m)"
+    off = "" if m == DYSPEC_BUDGET else f"m = {m} (the paper's {DYSPEC_BUDGET} not scored on this logbook)"
+    readings = [{KNOBS: knobs_reading(where, s)} for s in seconds]
     skipped = listed[~listed.replayable.astype(bool)]
     dropped = "; ".join(f"{r.spec} not replayable" for _, r in skipped.iterrows())
     binds = "" if caps is None or not len(caps) else (
@@ -322,12 +377,14 @@ def budget_claims(table: pd.DataFrame, caps: Optional[pd.DataFrame] = None) -> l
     paper = f"{DYSPEC_TABLES_1_2}: budget 64"
     return [claim("At budget 64 DySpec accepts more per step than SpecInfer-style trees (DySpec Tables 1–2)",
                   f"{paper}; ahead of Specinfer in all 12 cells (C4, T = 0: 5.25 vs 3.32)", ours("sequences"),
-                  evidence[0], readings=readings[0], budget=m, knobs=readings[0][KNOBS]),
+                  evidence[0], key="dyspec-tables12-specinfer", off_point=off, cell="T = 0 (replay)",
+                  readings=readings[0], budget=m, knobs=readings[0][KNOBS]["text"]),
             claim("At budget 64 DySpec accepts about as much per step as Sequoia or more (DySpec Tables 1–2)",
                   f"{paper}; against Sequoia ahead in 9 of 12 cells, behind in 3 (Table 1: OWT T = 0 3.79 vs 3.81, "
                   "CNN T = 0 3.97 vs 4.04, CNN T = 0.6 3.18 vs 3.22)", ours("sequoia"), evidence[1],
                   goal=f"τ ≥ {DYSPEC_SEQUOIA_SHARE:.0%} of Sequoia's: the least share in the paper's tables (98.3%)",
-                  readings=readings[1], budget=m, knobs=readings[1][KNOBS])]
+                  key="dyspec-tables12-sequoia", off_point=off, cell="T = 0 (replay)", readings=readings[1],
+                  budget=m, knobs=readings[1][KNOBS]["text"])]
 
 
 def _tau(row: Optional[pd.Series]) -> str:

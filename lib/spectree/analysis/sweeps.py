@@ -30,7 +30,7 @@ Logbook = list[LoggedPrompt]
 Policies = Union[Sequence[Policy], Mapping[str, Sequence[Policy]]]  # a list, or {group: list}
 STEP_COLUMNS = ["prompt", "dataset", "category", "position", "tau", "gamma", "depth"]  # a row per target forward
 TABLE_COLUMNS = ["group", "spec", "name", "dataset", "replayable", "tau", "gamma", "tau_per_gamma", "alpha",
-                 "accept_rate", "depth", "steps", "tokens", "candidates", "params", "reason", "by_prompt"]
+                 "accept_rate", "depth", "max_depth", "steps", "tokens", "candidates", "params", "reason", "by_prompt"]
 # by_prompt: {prompt key: per-prompt sums (steps, tau, gamma, tau_drafted, depth)}, what claims resample
 
 
@@ -56,7 +56,8 @@ def totals(steps: pd.DataFrame) -> dict[str, float]:
     alpha = Σ τ / Σ tree depth over the forwards that verified a draft, EDD's acceptance rate (§4.1 "accepted
     length / maximum depth"; its Table 2 numbers are τ / depth, bonus included); accept_rate = Σ accepted / Σ γ."""
     out: dict[str, float] = summarize(steps)
-    out.update(depth=float(steps.depth.mean()), tau_per_gamma=_ratio(out["tau"], out["gamma"]),
+    out.update(depth=float(steps.depth.mean()), max_depth=float(steps.depth.max()) if len(steps) else math.nan,
+               tau_per_gamma=_ratio(out["tau"], out["gamma"]),
                alpha=_ratio(steps.tau[steps.depth > 0].sum(), steps.depth.sum()),
                accept_rate=_ratio((steps.tau - 1).sum(), steps.gamma.sum()))
     return out

@@ -161,8 +161,13 @@ def cmd_replay(args) -> int:
 
         pair = json.loads((args.logbook / "config.json").read_text())["pair"]
         placed = {k: v for k, v in (read_manifest(inside(args.logbook)) or {}).items() if k in ("dtype", "device")}
+        before = policies
         policies = calibrate(policies, lambda: cached_cost_model(pair, measure=False, kernels=("auto", "stock", "packed"),
                                                                  **placed)[0])
+        for label, policy in policies.items():  # a model-free command: the cached cost model's one-token ratio
+            if policy is not before[label]:
+                print(f"{label}: s_d/s_t from the cached cost model's one-token forward ratio t_draft(1) / "
+                      f"t_target(1) → {policy.spec} (bench measures EDD's mean over PCT's forwards)")
     t0 = time.perf_counter()
     forest = Forest.of(logbook)
     print(f"{forest.n_trees} logged trees ({len(logbook)} prompts), node table built in "

@@ -14,6 +14,7 @@ from transformers import PreTrainedModel
 from spectree.core.errors import SpectreeError, TreeTooLarge
 from spectree.core.families import attention_layout
 from spectree.core.graphs import graph_cache, graphed
+from spectree.core.offers import append_offers
 from spectree.core.policy import OPTIONAL_FEATURES, Lazy, NodeTable, Policy, Rows, computed_columns, grow
 from spectree.core.sampling import (
     Sampling,
@@ -187,8 +188,9 @@ def offer_sampling(policy: Policy, sampling: Sampling) -> Sampling:
 def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, prefix_len: int, policy: Policy,
                sampling: Sampling, generator: Optional[torch.Generator] = None) -> DraftTree:
     """Grow one draft tree under `policy` with the draft model (root = last committed token, root_logits: [V]):
-    `core.policy.grow` over a table of one tree, where every child the draft offers becomes a row and the
-    policy's kept rows form the tree. The draft offers as `offer_sampling` says."""
+    `core.policy.grow` over a table of one tree, where every child the draft offers (and the policy's `limit` lets
+    through: `core.offers.append_offers`) becomes a row and the policy's kept rows form the tree. The draft offers
+    as `offer_sampling` says."""
     sampling = offer_sampling(policy, sampling)
     table = NodeTable(root_columns(root_token, computed_columns(policy.features, sampling.greedy)),
                       np.zeros(1, dtype=np.int64), 1)
@@ -197,12 +199,11 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
     kept_ids = kept_ids if kept_ids is not None and len(kept_ids) >= TOP_M else None  # on the logits' device
 
     def offer(frontier: Rows) -> np.ndarray:
-        n_kept = int(frontier.growth.grown.sum())
-        if policy.max_nodes is not None and n_kept + len(frontier) * policy.K > policy.max_nodes:
+        n_kept, n_offers = int(frontier.growth.grown.sum()), policy.layer_offers(len(frontier))
+        if policy.max_nodes is not None and n_kept + n_offers > policy.max_nodes:
             why = policy.oversized() or f"{policy.spec} outgrew the {policy.max_nodes:,}-node guard (Policy.max_nodes)"
             if not policy.fixed_size:  # the setting allows it; how far the tree grows depends on the draft
-                why += (f"; this draft got there ({len(frontier) * policy.K:,} candidates offered on top of "
-                        f"{n_kept:,} nodes)")
+                why += f"; this draft got there ({n_offers:,} candidates offered on top of {n_kept:,} nodes)"
             raise TreeTooLarge(why)
         if frontier.depth[0] == 0:
             logits = root_logits[None]  # [1, V]
@@ -213,12 +214,12 @@ def draft_tree(drafter: CachedLM, root_token: int, root_logits: torch.Tensor, pr
                                         policy.features, kept_ids)
         if warped is not None:
             expanded.append((frontier.idx, warped))
-        return table.append(cand)
+        return append_offers(frontier, policy, cand)  # those the policy's `limit` lets through
 
     growth = grow(table, policy, offer)
     drafter.rollback()
     tree = kept_tree(table, growth.kept, prefix_len, expanded)
-    tree.offered = len(table) - 1  # every child the draft offered: the size of tree construction's work
+    tree.offered = len(table) - 1  # every child offered the policy: the size of tree construction's work
     return tree
 
 

@@ -7,7 +7,9 @@ So each strategy is written once, in numpy, and replays at full speed with no fu
 Layer by layer, `grow` asks an `Offer` for up to K children of every frontier node (the draft model's top-K or
 samples when live, the logged children in replay), the policy's `select` keeps some, its `expand` says which
 of those are offered children next, up to depth d_max; `finalize` may then prune the grown trees to
-root-connected subtrees (e.g. rerank to the top N).
+root-connected subtrees (e.g. rerank to the top N). Live drafting offers only the children the policy's `limit`
+lets through (`core.offers.append_offers`): a wide K (DySpec's uncapped Alg. 1) then offers a layer as many
+candidates as the policy can keep, not K per node.
 """
 from __future__ import annotations
 
@@ -90,6 +92,16 @@ class NodeTable:
                 for f in NODE_FIELDS}
 
 
+def unread(name: str) -> Exception:
+    """The error for reading column `name` that is not there: a node feature the policy did not declare (one clear
+    line naming the feature to declare), else an AttributeError."""
+    if name in NODE_FIELDS:
+        feature = next(f for f, cols in FEATURE_COLUMNS.items() if name in cols)
+        return SpectreeError(f"node feature `{name}` was not computed: a policy that reads it must name {feature!r} "
+                             "in its `features`")
+    return AttributeError(name)
+
+
 class Rows:
     """Some rows of a growing `NodeTable`, as a policy sees them.
 
@@ -114,11 +126,7 @@ class Rows:
 
     def __getattr__(self, name: str) -> np.ndarray:
         if name.startswith("_") or name not in self.growth.table.cols:
-            if name in NODE_FIELDS:
-                feature = next(f for f, cols in FEATURE_COLUMNS.items() if name in cols)
-                raise SpectreeError(f"node feature `{name}` was not computed: a policy that reads it must name "
-                                    f"{feature!r} in its `features`")
-            raise AttributeError(name)
+            raise unread(name)
         if name not in self._cols:
             self._cols[name] = self.growth.table.column(name, self.idx)
         return self._cols[name]
@@ -309,20 +317,31 @@ class Policy:
         """The most nodes one layer of this policy's trees can keep (and expand), if its setting bounds it."""
         return None
 
+    def offer_cap(self) -> Optional[int]:
+        """The most children `limit` lets one layer of a tree offer, if it bounds them (else K per frontier node)."""
+        return None
+
+    def layer_offers(self, frontier: int) -> int:
+        """The most children live drafting offers a layer of `frontier` nodes: K each, at most `offer_cap`."""
+        cap = self.offer_cap()
+        return frontier * self.K if cap is None else min(frontier * self.K, cap)
+
     def worst_case(self) -> tuple[int, int]:
         """(count, depth): the largest count the live size guard (`max_nodes`) can see for this setting — the
-        nodes kept so far plus the candidates the next layer offers (K per expanded node, at most `layer_cap`
-        expanded per layer) — and the depth of that layer; counting stops at the first layer past `max_nodes`."""
+        nodes kept so far plus the candidates the next layer offers (`layer_offers`: K per expanded node, at most
+        `offer_cap`; at most `layer_cap` kept and expanded per layer) — and the depth of that layer; counting stops
+        at the first layer past `max_nodes`."""
         limit = self.max_nodes if self.max_nodes is not None else math.inf
         cap = self.layer_cap() or math.inf
         total = frontier = worst = 1
         at = 0
         for depth in range(1, self.d_max + 1):
-            if total + frontier * self.K > worst:
-                worst, at = total + frontier * self.K, depth
+            offered = self.layer_offers(frontier)
+            if total + offered > worst:
+                worst, at = total + offered, depth
             if worst > limit:
                 break
-            frontier = min(frontier * self.K, cap)
+            frontier = min(offered, cap)
             total += frontier
         return worst, at
 
@@ -355,6 +374,14 @@ class Policy:
         """How many children (≤ K) live drafting offers each frontier node: K unless the policy knows it keeps
         fewer whatever their values (a static shape). Replay may offer more."""
         return self.K
+
+    def limit(self, offers: Rows, tree: Rows) -> Optional[np.ndarray]:
+        """bool [len(offers)] or None (all): which of the children the draft just offered a frontier (`offers`, a
+        `core.offers.Offers`: each node's `width` children in offer order, not yet in the table) live drafting
+        appends and offers `select`. Drop only children that cannot end in the finished tree and whose absence
+        changes no other decision (the tree stays the one replay grows from every logged child); a sampling-safe
+        policy decides from values known before a child's token. `offer_cap` bounds what it lets through."""
+        return None
 
     @property
     def needs_calibration(self) -> bool:
@@ -405,5 +432,5 @@ def _format(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-__all__ = ["FEATURE_COLUMNS", "OPTIONAL_FEATURES", "computed_columns", "NodeTable", "Rows", "Growth", "Offer", "grow", "Policy", "spec_field",
-           "spec_fields", "check_value"]
+__all__ = ["FEATURE_COLUMNS", "OPTIONAL_FEATURES", "computed_columns", "NodeTable", "Rows", "Growth", "Offer", "grow",
+           "Policy", "spec_field", "spec_fields", "check_value"]

@@ -10,6 +10,10 @@ steps) tree construction, keeping the path and the rest of the loop. Speedup ove
 same loop = Σ τ · (a plain step's time) / Σ step time.
 A hybrid policy (`with_retrieval`: the policy plus prompt-lookup / suffix branches) is replayed with its
 branches grafted: its τ and γ count the grafted nodes, which cost target tokens but no draft forward.
+
+C2T keeps nodes by its classifier's confidence, off the joint-probability beams a shared logbook expands, so (as
+notebook 02 scores it) its settings replay on C2T's own logbook of the same prompts (`c2t_logbook_of`: its tree at
+an envelope β expanded), where every β at or above that envelope, any topk, K and depth up to the logbook's replay.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import pandas as pd
 from spectree.core.errors import SpectreeError
 from spectree.core.policy import Growth, Policy
 from spectree.replay.forest import Forest
-from spectree.replay.logbook import LoggedPrompt
+from spectree.replay.logbook import LogConfig, LoggedPrompt, c2t_logbook
 from spectree.replay.replay import as_forest, grow_forest, summarize, visited_steps
 from spectree.reports.branching import parse_expression, parse_table
 from spectree.retrieval import Lookup, Suffix
@@ -145,18 +149,39 @@ def frontier_policies(K: int, d_max: int, depth: int, ratio: float, classifier: 
     return out
 
 
-def frontier(forest: Forest, cost: CostModel, policies: list[tuple[str, Policy]]) -> pd.DataFrame:
-    """τ, γ, τ/γ and estimated speedup of every replayable policy of the list (others are left out)."""
+def frontier(forest: Forest, cost: CostModel, policies: list[tuple[str, Policy]],
+             own: Optional[dict[str, Forest]] = None) -> pd.DataFrame:
+    """τ, γ, τ/γ and estimated speedup of every replayable policy of the list (others are left out); `own`: a family's
+    own forest of the same trees, where its policies score instead (C2T's: `c2t_logbook_of`)."""
     rows = []
     for family, policy in policies:
         label = policy.spec
+        mine = (own or {}).get(family)
         try:
-            numbers = score(forest, policy, cost)
+            numbers = score(forest if mine is None else mine, policy, cost)
         except SpectreeError:
             continue
         rows.append({"family": family, "label": label, **{k: numbers[k] for k in ("tau", "gamma", "tau_per_gamma",
                                                                                      "speedup")}})
     return pd.DataFrame(rows, columns=["family", "label", "tau", "gamma", "tau_per_gamma", "speedup"])
+
+
+def c2t_depth(cfg: LogConfig, depth: Optional[int] = None) -> int:
+    """The depth of the explorer's C2T trees on a logbook of `cfg` (`widgets.Explorer`'s `depth`, default 6, at most
+    the logbook's d_max): the depth of C2T's own logbook."""
+    return min(depth or 6, cfg.d_max)
+
+
+def c2t_logbook_of(logbook: list[LoggedPrompt], cfg: LogConfig, classifier: str, beta: float,
+                   depth: Optional[int] = None, models=None) -> list[LoggedPrompt]:
+    """C2T's own logbook of the explorer's logbook (logged with `cfg`), as notebook 02 scores C2T: the same prompts
+    and greedy paths with only C2T's tree at `beta` expanded, at cfg's K and the explorer's C2T depth
+    (`replay.logbook.c2t_logbook`; cached, logged again when the classifier or anything else changes, which loads
+    the pair unless `models` is given). C2T at every β ≥ `beta`, any topk, K ≤ cfg.K and depth ≤ that depth replays
+    on it (pass it to `widgets.Explorer` as `c2t_logbook`, with `c2t_beta=beta`)."""
+    from dataclasses import replace
+
+    return c2t_logbook(logbook, replace(cfg, d_max=c2t_depth(cfg, depth)), classifier, beta, models)
 
 
 def cached_tokenizer(pair: str):

@@ -3,8 +3,10 @@ family's replayed trees and τ priced by a cost model (`reports.explorer.score`:
 through our loop on the same kernels), on this machine and on the GPU checklist's measured target shapes, and the
 projection's check against live decoding over several runs.
 
-One s_d/s_t per purpose: the projections price PCT with the ratio of the cost model that prices it (this machine's,
-or each GPU shape's); the paper's own ratio serves only the hardware-free claims (`reports.quality`).
+One s_d/s_t per purpose: the projections price PCT with the one-token forward ratio t_draft(1) / t_target(1) of the
+cost model that prices it (this machine's, or each GPU shape's: replay loads no model, so EDD's mean over PCT's
+forwards, which live rows measure, is not at hand); the paper's own ratio serves only the hardware-free claims
+(`reports.quality`).
 """
 from __future__ import annotations
 
@@ -119,8 +121,8 @@ def gpu_cost_models(path: Path) -> tuple[dict[tuple[str, str], Any], str]:
 def gpu_projection(results: Sequence[Any], logbooks: dict[float, list[LoggedPrompt]], K: int, d_max: int,
                    costs: dict[tuple[str, str], Any]) -> pd.DataFrame:
     """The best projected speedup of every family per GPU shape and λ, with the same replayed trees as the CPU's
-    projection (`logbooks`: λ → the scored prompts' logbook) and each shape's measured cost model (PCT's s_d/s_t from
-    it too), the CPU's projection beside: shape, regime, λ, agreement, family, spec, τ, γ, speedup, cpu_speedup
+    projection (`logbooks`: λ → the scored prompts' logbook) and each shape's measured cost model (PCT's s_d/s_t: its
+    one-token forward ratio), the CPU's projection beside: shape, regime, λ, agreement, family, spec, τ, γ, speedup, cpu_speedup
     (`costs`: `gpu_cost_models`'; `results`: `quality.Quality`s, whose logbook names their C2T classifier)."""
     rows = []
     for q in results:

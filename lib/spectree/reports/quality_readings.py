@@ -1,8 +1,7 @@
 """Notebook 11's claims by draft quality: the verdicts each `reports.quality.Quality` (one λ's readings) holds, read
 across the agreements — one row per claim (`flips`) and one reading per paper claim (`draft_quality`, notebook 11's
-summary key of that name), the "draft quality" factor of the claim's diagnosis in its own notebook
-(`analysis.claims.diagnose`, merged by `reports.results.with_quality`): it opens with "holds" only where the claim
-holds at the papers' draft quality (`PAPERS_AGREEMENT`)."""
+summary key of that name), shown under the claim's scorecard row as a labelled reading (`analysis.scorecard`), never
+as its diagnosis: a mixture draft draws on the target."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -68,29 +67,27 @@ def reading(ordered: Sequence[Any], vs: Sequence[str], papers: tuple[float, floa
     return listing(sorted(dict.fromkeys(inside), key=lambda v: v != HOLDS) + verdicts)
 
 
-def draft_quality(results: Sequence[Any], papers: tuple[float, float] = PAPERS_AGREEMENT) -> dict[str, str]:
-    """{claim name: `reading`} for every paper claim: notebook 11's summary key `draft_quality`, which RESULTS.md
-    merges into each named claim's diagnosis (`reports.results.with_quality`). A claim these logbooks read off the
-    paper's budget (DySpec Tables 1–2 at m = 64, Alg. 1 uncapped, needs a logbook of its own) says so first, so that
-    its reading never reads as flipping the verdict at the paper's budget."""
-    from spectree.analysis.sweep_claims import DYSPEC_BUDGET
-
+def draft_quality(results: Sequence[Any], papers: tuple[float, float] = PAPERS_AGREEMENT
+                  ) -> dict[str, dict[str, str]]:
+    """{scorecard key: {"text", "verdict"}} for every paper claim these logbooks read: notebook 11's summary key
+    `draft_quality`, shown under the claim's scorecard row as a labelled reading (`analysis.scorecard.score`), never
+    as its diagnosis — a mixture draft draws on the target, and these logbooks read their own protocol (their
+    positions and budgets: a setting off the paper's, e.g. DySpec below m = 64, is named first). `verdict`: the
+    claim's at the best draft within the papers' agreement (`papers`), "" where none was read there."""
     ordered, verdicts = verdicts_by_agreement(results)
-    kinds = {c["name"]: c.get("kind") for q in results for c in q.claims}
-    budgets: dict[str, set] = {}
-    for q in results:
-        for c in q.claims:
-            if (c.get("details") or {}).get("budget") not in (None, DYSPEC_BUDGET):
-                budgets.setdefault(c["name"], set()).add(c["details"]["budget"])
-    out = {}
+    named = {c["name"]: c for q in results for c in q.claims}
+    grouped: dict[str, list[str]] = {}
+    best: dict[str, str] = {}
     for name, vs in verdicts.items():
-        if kinds.get(name) == BAR:
+        c = named[name]
+        if c.get("kind") == BAR or not c.get("key"):
             continue
-        text = reading(ordered, vs, papers)
-        off = budgets.get(name)
-        out[name] = (f"at budget {', '.join(map(str, sorted(off)))}, not the paper's {DYSPEC_BUDGET} (not replayable "
-                     f"on these logbooks): {text}" if off else text)
-    return out
+        off = f"at {c['off_point']}: " if c.get("off_point") else ""
+        grouped.setdefault(c["key"], []).append(f"{name}: {off}{reading(ordered, vs, papers)}")
+        inside = [v for q, v in zip(ordered, vs) if papers[0] <= q.agreement["agreement"] <= papers[1] and v != "—"]
+        if inside:
+            best[c["key"]] = inside[-1]
+    return {key: {"text": "; ".join(texts), "verdict": best.get(key, "")} for key, texts in grouped.items()}
 
 
 def flips(results: Sequence[Any], papers: tuple[float, float] = PAPERS_AGREEMENT) -> pd.DataFrame:

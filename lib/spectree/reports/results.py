@@ -1,8 +1,9 @@
-"""RESULTS.md, rendered from the notebooks' `figures/<notebook>/summary.json`: each notebook's headline numbers and
-every claim it judged (paper, ours, verdict, rule; the papers' claims with their diagnosis, our own bars apart), under
-one header: profile, commit, date, host (CPU model, ISA, threads; the GPU on CUDA), the run's total time, pairs and
-the two tallies (paper claims, our bars). A paper claim's diagnosis joins notebook 11's reading of it by draft quality
-(its summary's `draft_quality`) to the factors its own notebook re-read.
+"""RESULTS.md, rendered from the notebooks' `figures/<notebook>/summary.json`: the scorecard first (each paper claim
+once, read at the paper's operating point: `reports.scorecard_text`), then each notebook's headline numbers and every
+claim reading it made (paper, ours, verdict, rule; the papers' claims with their diagnosis, our own bars apart), under
+one header: profile, commit, date, host (CPU model, ISA, threads; the GPU on CUDA), the run's total time, pairs, the
+scorecard's tally (each paper claim once), how many decisive verdicts repeat on both halves, and our bars' tally. The
+repository's file links the summaries it was rendered from, copied beside it (`write_summaries`).
 
 Measured numbers are never typed into docs by hand: the runner writes `figures/RESULTS.md` after every run. The
 repository's `RESULTS.md` is written only by a default-profile run (the embedded reference run: no `--pair` or
@@ -25,10 +26,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
-from spectree.analysis.claims import BAR, FAILS, INCONCLUSIVE, count, diagnose, verdict_text
+from spectree.analysis.claims import BAR, count, verdict_text
 from spectree.core.machine import host_name
 from spectree.core.paths import atomic_write_text, figures_dir, home
-from spectree.reports.result_figures import copies_text, figure_lines, write_copies
+from spectree.reports.result_figures import RESULTS_DIR, copies_text, figure_lines, write_copies
+from spectree.reports.scorecard_text import render_scorecard, repeat_line, rows_of, tally_line
 
 REFERENCE_PROFILE = "default"  # the only profile whose run is written to the repository's RESULTS.md
 EARLIER = "from an earlier run"  # the runner's status of a notebook not run in this invocation
@@ -38,6 +40,9 @@ GPU_STEM = "gpu_check"  # figures/gpu_check/: the GPU checklist's JSON files and
 UNTESTED = ("The GPU path is untested: no run of `scripts/gpu_check.sh` on a CUDA machine is recorded here "
             "(figures/gpu_check/summary.json).")
 MAX_SHOWN = 120  # longer scalar entries stay in the report, as lists and tables do
+# shown otherwise: a summary's own tallies (RESULTS.md counts each claim once, by the scorecard) and its error
+APART = ("paper_claims", "our_bars", "claims_tally", "error")
+SUMMARIES = "summaries"  # figures/results/summaries/<notebook>.json: the summaries the repository's file was made from
 
 
 # --- reading summaries ------------------------------------------------------------------------------------
@@ -66,7 +71,7 @@ def headline(summary: dict[str, Any]) -> list[tuple[str, str]]:
     stay in the notebook's report."""
     facts = []
     for key, value in summary.items():
-        if key == "claims" or isinstance(value, (dict, list)) or len(str(value)) > MAX_SHOWN:
+        if key == "claims" or key in APART or isinstance(value, (dict, list)) or len(str(value)) > MAX_SHOWN:
             continue
         facts.append((str(key), f"{value:.4g}" if isinstance(value, float) else str(value)))
     return facts
@@ -187,6 +192,13 @@ def _status(row: dict[str, Any], run: dict[str, str]) -> str:
     return str(row["status"])
 
 
+def errors_of(summary: dict[str, Any]) -> list[str]:
+    """The line saying a notebook recorded an error (its summary's `error`, e.g. a replay the explorer could not
+    make), so that a section never reads as a clean run when a cell caught one; [] without."""
+    error = summary.get("error")
+    return [f"**This notebook recorded an error**: {' '.join(str(error).split())}", ""] if error else []
+
+
 def tables_of(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """The summary's named tables (`tables`: title → rows, each a dict of one row's cells), e.g. notebook 11's
     claims by draft quality; shown on the index page and in RESULTS.md."""
@@ -201,34 +213,21 @@ def _markdown_table(title: str, rows: list[dict[str, Any]]) -> list[str]:
             + ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows] + [""])
 
 
-QUALITY_STEM = "11_draft_quality"  # its summary's `draft_quality`: {claim name: the claim re-read by agreement}
-QUALITY_FACTOR = "draft quality"
-
-
 def tallies(claims: list[dict[str, Any]]) -> list[str]:
-    """The two tallies, as RESULTS.md's header and each notebook's section give them: the papers' claims apart from
-    our own bars (`analysis.claims.tally`)."""
+    """The two tallies of a list of claim readings, the papers' apart from our own bars (the GPU checklist's
+    section; RESULTS.md's header counts each paper claim once, by the scorecard)."""
     bars = [c for c in claims if c.get("kind") == BAR]
     return [f"paper claims: {count([c for c in claims if c.get('kind') != BAR])}", f"our bars: {count(bars)}"]
 
 
-def with_quality(c: dict[str, Any], quality: dict[str, str]) -> dict[str, Any]:
-    """A paper claim that does not hold or is inconclusive, its diagnosis recomputed with notebook 11's reading of it
-    by draft quality (`quality`: claim name → reading) among its factors; any other claim as it is."""
-    if c.get("kind") == BAR or c.get("verdict") not in (FAILS, INCONCLUSIVE) or c.get("name") not in quality:
-        return c
-    readings = {**(c.get("readings") if isinstance(c.get("readings"), dict) else {}),
-                QUALITY_FACTOR: str(quality[c["name"]])}
-    return {**c, "readings": readings, "diagnosis": diagnose(readings)}
-
-
-def _claims_table(claims: list[dict[str, Any]], quality: Optional[dict[str, str]] = None) -> list[str]:
-    """The paper claims (with the `diagnosis` column) and our bars, as two tables."""
-    papers = [with_quality(c, quality or {}) for c in claims if c.get("kind") != BAR]
+def _claims_table(claims: list[dict[str, Any]]) -> list[str]:
+    """The paper claims' readings (with the `diagnosis` column) and our bars, as two tables."""
+    papers = [c for c in claims if c.get("kind") != BAR]
     bars = [c for c in claims if c.get("kind") == BAR]
     lines = []
     if papers:
-        lines += ["**paper claims**", "", "| claim | paper | our bar | ours | verdict | rule | diagnosis |",
+        lines += ["**paper claims (readings; the scorecard tallies each claim once)**", "",
+                  "| claim | paper | our bar | ours | verdict | rule | diagnosis |",
                   "|---|---|---|---|---|---|---|"]
         lines += [f"| {cell(c.get('name'))} | {cell(c.get('paper'))} | {cell(c.get('goal', ''))} | {cell(c.get('ours'))} "
                   f"| **{cell(verdict_text(c))}** | {cell(c.get('rule', ''))} | {cell(c.get('diagnosis', ''))} |"
@@ -240,13 +239,6 @@ def _claims_table(claims: list[dict[str, Any]], quality: Optional[dict[str, str]
     return lines
 
 
-def quality_readings(summaries: Optional[dict[str, dict[str, Any]]] = None) -> dict[str, str]:
-    """Notebook 11's readings of the papers' claims by draft quality ({claim name: reading}), from its summary."""
-    summary = (summaries or {}).get(QUALITY_STEM) or load_summary(QUALITY_STEM)
-    readings = summary.get("draft_quality")
-    return {str(k): str(v) for k, v in readings.items()} if isinstance(readings, dict) else {}
-
-
 def render(rows: list[dict[str, Any]], run: dict[str, str], root: bool = False) -> str:
     """RESULTS.md for the runner's rows ({"notebook", "status", "seconds"}) under the stamp `run`: figures/RESULTS.md,
     or with `root` the repository's, whose links are only to files the repository holds (the figures' copies in
@@ -255,7 +247,7 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], root: bool = False) 
     summaries are shown: a notebook with none says so (or is left out when it never ran here)."""
     summaries = {row["notebook"]: load_summary(Path(row["notebook"]).stem) for row in rows}
     everything = [c for s in summaries.values() for c in claims_of(s)]  # the GPU checklist tallies its own
-    quality = quality_readings({Path(k).stem: v for k, v in summaries.items()})
+    card = rows_of({Path(k).stem: v for k, v in summaries.items()})
     pairs = pairs_of(list(summaries.values()))
     timed = [t for t in map(seconds_of, rows) if t is not None]
     untimed = len(rows) - len(timed)
@@ -268,7 +260,10 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], root: bool = False) 
            f"- commit: {run['commit']}", f"- date: {run['date']}",
            f"- host: {run.get('host', 'not recorded')}", f"- wall time: {total}",
            f"- pairs: {', '.join(pairs) if pairs else 'none recorded'}",
-           *(f"- {line}" for line in tallies(everything)), *_figures_note(root), ""]
+           f"- {tally_line(card)}", f"- {repeat_line(card)}",
+           f"- our bars: {count([c for c in everything if c.get('kind') == BAR])}", *_figures_note(root),
+           *_summaries_note(summaries, root), ""]
+    out += render_scorecard(card, {Path(k).stem: v for k, v in summaries.items()})
     for row in rows:
         stem = Path(row["notebook"]).stem
         summary = summaries[row["notebook"]]
@@ -281,13 +276,38 @@ def render(rows: list[dict[str, Any]], run: dict[str, str], root: bool = False) 
         if not summary:
             out += ["No summary.json.", ""]
             continue
+        out += errors_of(summary)
         facts = headline(summary)
         out += [f"- {key}: {value}" for key, value in facts] + ([""] if facts else [])
         claims = claims_of(summary)
-        out += (_claims_table(claims, quality) if claims else ["No claims.", ""])
+        out += (_claims_table(claims) if claims else ["No claims.", ""])
         for title, table in tables_of(summary).items():
             out += _markdown_table(title, table)
     return "\n".join(out + gpu_section())
+
+
+def _summaries_note(summaries: dict[str, dict[str, Any]], root: bool) -> list[str]:
+    """The header's line on the summaries behind every number: in the repository's file, links to the copies
+    `write_summaries` made beside it; elsewhere each notebook's own file."""
+    stems = [Path(k).stem for k, v in summaries.items() if v]
+    where = f"figures/{RESULTS_DIR}/{SUMMARIES}"
+    links = ", ".join(f"[{stem}]({where}/{stem}.json)" if root else f"[{stem}]({stem}/summary.json)" for stem in stems)
+    return [f"- summaries (every number and diagnosis here, as JSON): {links}"] if stems else []
+
+
+def write_summaries(stems: list[str]) -> Path:
+    """Copy each notebook's summary.json into figures/results/summaries/<stem>.json (atomically, stale copies of
+    notebooks not in `stems` removed): tracked beside the repository's RESULTS.md, so a reader can trace every
+    number and diagnosis to the run that made it."""
+    folder = figures_dir() / RESULTS_DIR / SUMMARIES
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = {f"{stem}.json" for stem in stems if (figures_dir() / stem / "summary.json").is_file()}
+    for old in folder.glob("*.json"):
+        if old.name not in wanted:
+            old.unlink()
+    for name in wanted:
+        atomic_write_text(folder / name, (figures_dir() / name[:-5] / "summary.json").read_text())
+    return folder
 
 
 def _figures_note(root: bool) -> list[str]:
@@ -346,6 +366,7 @@ def write_results(rows: list[dict[str, Any]], profile: str,
     if profile == REFERENCE_PROFILE and not others:
         written.append(home() / "RESULTS.md")
         write_copies([Path(row["notebook"]).stem for row in rows])  # first: the root file shows what it wrote
+        write_summaries([Path(row["notebook"]).stem for row in rows])
         atomic_write_text(written[1], render(rows, run, root=True))
     return written, others
 

@@ -36,8 +36,8 @@ from spectree.core.machine import environment
 from spectree.reports.profiles import profile_params, run_settings
 from spectree.reports.param_types import check_type
 from spectree.reports.result_figures import copies_text
-from spectree.reports.results import (EARLIER, REFERENCE_PROFILE, claims_of, headline, load_summary, quality_readings,
-                                      record_run, shown, stamp, tables_of, with_quality, write_results)
+from spectree.reports.results import (EARLIER, REFERENCE_PROFILE, claims_of, headline, load_summary, record_run,
+                                      shown, stamp, tables_of, write_results)
 
 INPUTS = ".inputs.json"  # figures/<notebook>/.inputs.json: the manifest of its last successful run
 PACKAGES = ("torch", "transformers", "numpy")  # the packages whose versions can change a notebook's numbers
@@ -281,13 +281,12 @@ def _tables(numbers: dict) -> str:
     return "".join(out)
 
 
-def _claims(claims: list, quality: dict) -> str:
-    """The claims as HTML tables, the papers' claims (with their diagnosis, notebook 11's draft-quality reading
-    joined: `results.with_quality`) apart from our bars: name, paper, our bar, ours, verdict (coloured;
-    "inconclusive (n = …)"), rule."""
+def _claims(claims: list) -> str:
+    """The claims as HTML tables, the papers' claims' readings (with their diagnosis) apart from our bars: name,
+    paper, our bar, ours, verdict (coloured; "inconclusive (n = …)"), rule."""
     out = []
-    for title, group, diagnosed in (("paper claims", [with_quality(c, quality) for c in claims if c.get("kind") != BAR],
-                                     True), ("our bars", [c for c in claims if c.get("kind") == BAR], False)):
+    for title, group, diagnosed in (("paper claims (readings)", [c for c in claims if c.get("kind") != BAR], True),
+                                    ("our bars", [c for c in claims if c.get("kind") == BAR], False)):
         if not group:
             continue
         rows = []
@@ -306,7 +305,6 @@ def _claims(claims: list, quality: dict) -> str:
 def write_index(rows: list[dict], profile: str) -> Path:
     """figures/index.html: every report with the headline numbers and the claim verdicts of its summary.json."""
     items = []
-    quality = quality_readings()
     for row in rows:
         stem = Path(row["notebook"]).stem
         numbers = load_summary(stem)
@@ -315,7 +313,7 @@ def write_index(rows: list[dict], profile: str) -> Path:
         title = f'<a href="{stem}/report.html">{html.escape(stem)}</a>' if linked else html.escape(stem)
         items.append(f"<section><h2>{title}</h2>"
                      f"<p>{html.escape(row['status'])} ({row['seconds']:.0f} s)</p>{_headline(numbers)}"
-                     f"{_claims(claims, quality)}{_tables(numbers)}</section>")
+                     f"{_claims(claims)}{_tables(numbers)}</section>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>spectree reports</title><style>{STYLE}</style>"
             f"</head><body><h1>spectree workbook — profile {html.escape(profile)}</h1>"
             f"<p>Also as markdown: <a href='RESULTS.md'>RESULTS.md</a>.</p>{''.join(items)}</body></html>")

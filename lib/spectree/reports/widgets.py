@@ -45,20 +45,33 @@ def _float(description: str, value: float, lo: float, hi: float, step: float) ->
 class Explorer:
     """The explorer over one logbook (or its prebuilt `Forest`).
 
-    cost: the pair's `CostModel` (PCT's s_d/s_t defaults to its ratio); classifier: a C2T classifier
+    cost: the pair's `CostModel` (PCT's s_d/s_t defaults to its one-token forward ratio t_draft(1) / t_target(1),
+    the proxy a model-free replay has; live rows measure EDD's mean over PCT's forwards); classifier: a C2T classifier
     module (the C2T family is offered only with one) and classifier_name its data/c2t name (for the live
     run); depth: the EAGLE-2 / C2T default depth; front: a precomputed frontier table (else computed here);
     load_models: returns (target, draft, tokenizer) for the live run (default: `models.load_pair(pair)`),
     called only when "confirm live" is pressed; retrieval: the initial choice of retrieval branches
     (`reports.explorer.RETRIEVAL`: none, lookup, suffix, lookup+suffix), grafted into every policy's trees with
-    "branch len" tokens each (at most the logbook's d_max, which replay needs)."""
+    "branch len" tokens each (at most the logbook's d_max, which replay needs).
+
+    c2t_logbook: C2T's own logbook of the same prompts (`reports.explorer.c2t_logbook_of`, its tree at `c2t_beta`
+    expanded), where the C2T family and the frontier's C2T points are scored, as notebook 02 scores them (C2T keeps
+    nodes off the shared logbook's beams, so there it rarely replays); its β slider then starts at `c2t_beta` and
+    its K and depth stop at that logbook's, so every C2T setting offered replays. Without it C2T scores on
+    `logbook`. Any setting the logbook cannot replay shows one line saying why (`values()['error']`), never an
+    exception."""
 
     def __init__(self, logbook: Union[list[LoggedPrompt], Forest], cost: CostModel, classifier=None,
                  classifier_name: Optional[str] = None, pair: str = "smollm2-edd", tokenizer: Any = None,
                  depth: Optional[int] = None, front=None, live_prompts: int = 2, live_tokens: int = 16,
                  load_models: Optional[Callable[[], tuple]] = None, family: Optional[str] = None,
-                 retrieval: str = "none"):
+                 retrieval: str = "none", c2t_logbook: Union[list[LoggedPrompt], Forest, None] = None,
+                 c2t_beta: float = 0.0):
         self.forest = logbook if isinstance(logbook, Forest) else Forest.of(logbook)
+        self.c2t_forest = self._own_forest(c2t_logbook)
+        if not 0.0 <= c2t_beta <= 1.0:
+            raise SpectreeError(f"c2t_beta must be in [0, 1], got {c2t_beta}")
+        self.c2t_beta = float(c2t_beta) if self.c2t_forest is not None else 0.0
         self.cost, self.classifier, self.classifier_name = cost, classifier, classifier_name
         self.pair, self.tokenizer, self.live_prompts, self.live_tokens = pair, tokenizer, live_prompts, live_tokens
         self._load_models, self._models = load_models, None
@@ -67,7 +80,7 @@ class Explorer:
         self.depth = min(depth or 6, self.d_max)
         self.front = front if front is not None else ex.frontier(
             self.forest, cost, ex.frontier_policies(self.K, self.d_max, self.depth, cost.ratio, classifier,
-                                                    classifier_name or "explorer"))
+                                                    classifier_name or "explorer"), own=self._own())
         self.fields = self._build_fields()
         families = [f for f in ex.FAMILIES if f != "C2T" or classifier is not None]
         self.family = W.Dropdown(options=families, value=family or families[0], description="policy family")
@@ -89,6 +102,7 @@ class Explorer:
         self.live_values: dict[str, Any] = {}
         self.timing: dict[str, float] = {}
         self._kept = self._expanded = None
+        self._drawn = self.forest  # the forest the current policy was scored on (C2T's own, or the logbook)
         self._retrieval: tuple = ()
         for widget in [self.family, self.example, self.retrieval, self.retrieval_len,
                        *(w for fs in self.fields.values() for w in fs.values())]:
@@ -102,16 +116,44 @@ class Explorer:
 
     # --- building ---------------------------------------------------------------------------------------
 
+    def _own_forest(self, logbook: Union[list[LoggedPrompt], Forest, None]) -> Optional[Forest]:
+        """C2T's own logbook as a forest, checked to hold the logbook's trees (the same prompts and positions, in
+        order: the example slider picks one tree of both)."""
+        if logbook is None:
+            return None
+        own = logbook if isinstance(logbook, Forest) else Forest.of(logbook)
+        def trees(f: Forest) -> list:
+            keys = [lp.prompt.key for lp in f.logbook]
+            return [(keys[p], int(q)) for p, q in zip(f.tree_prompt, f.tree_position)]
+        if trees(own) != trees(self.forest):
+            raise SpectreeError("the C2T logbook holds other prompts or positions than the logbook: log it from this "
+                                "logbook (reports.explorer.c2t_logbook_of)")
+        return own
+
+    def _own(self) -> dict[str, Forest]:
+        """The families scored on a forest of their own (C2T, given its logbook)."""
+        return {} if self.c2t_forest is None else {"C2T": self.c2t_forest}
+
+    def forest_of(self, family: str) -> Forest:
+        """The forest `family`'s settings are scored on."""
+        return self._own().get(family, self.forest)
+
     def _build_fields(self) -> dict[str, dict[str, W.Widget]]:
         K, D, depth = self.K, self.d_max, self.depth
+        c2t_K, c2t_D, beta0 = K, D, 0.0  # C2T's knobs: within its own logbook, from its envelope β up
+        if self.c2t_forest is not None:
+            own = self.c2t_forest.logbook
+            c2t_K, c2t_D, beta0 = min(lp.K for lp in own), min(lp.d_max for lp in own), self.c2t_beta
 
         def shape(k: int, d: int, keys: tuple[str, str] = ("K", "d_max"), k_name: str = "K (children)"
                   ) -> dict[str, W.Widget]:  # keys: the policy's own names for its width and depth
             return {keys[0]: _int(k_name, min(k, K), 1, K), keys[1]: _int("d_max (depth)", min(d, D), 1, D)}
 
         return {
-            "C2T": {"beta": _float("β (C2T)", 0.5, 0.0, 1.0, 0.01), "topk": _int("topK per layer (0 = off)", 0, 0, K),
-                    **shape(10, depth)},
+            "C2T": {"beta": _float("β (C2T)", max(0.5, beta0), beta0, 1.0, 0.01),
+                    "topk": _int("topK per layer (0 = off)", 0, 0, c2t_K),
+                    "K": _int("K (children)", min(10, c2t_K), 1, c2t_K),
+                    "d_max": _int("d_max (depth)", min(depth, c2t_D), 1, c2t_D)},
             "EAGLE-2": {"N": _int("N (verified, root incl.)", 20, 1, 128), **shape(10, depth)},
             "DySpec budget": {"m": _int("budget m", 16, 1, 256), **shape(8, D)},
             "DySpec threshold": {"t": W.FloatLogSlider(value=0.05, base=10, min=-4, max=0, step=0.05,
@@ -161,20 +203,24 @@ class Explorer:
         family, settings = self.family.value, self.settings()
         values: dict[str, Any] = {"family": family, "settings": settings, "retrieval": self.retrieval.value,
                                   "spec": "", "error": ""}
+        forest = self.forest_of(family)
         try:
             policy = self.policy()
             values["spec"] = policy.spec
-            growth = grow_forest(self.forest, policy)
-            roots = self.forest.cols["parents"] < 0  # offered children from the last committed token's forward
+            growth = grow_forest(forest, policy)
+            roots = forest.cols["parents"] < 0  # offered children from the last committed token's forward
             self._kept, self._expanded, self._policy_K = growth.kept, growth.fed | roots, policy.K
-            self._retrieval = policy.retrieval
-            numbers = ex.score(self.forest, policy, self.cost, growth)
+            self._retrieval, self._drawn = policy.retrieval, forest
+            numbers = ex.score(forest, policy, self.cost, growth)
             values.update({k: numbers[k] for k in ("tau", "gamma", "tau_per_gamma", "speedup", "step_ms",
                                                    "ms_per_token", "steps")})
             values["config"] = ex.engine_text(family, policy) if not policy.retrieval else ""
         except SpectreeError as err:
             self._kept = None
-            values.update(error=str(err), tau=math.nan, gamma=math.nan, tau_per_gamma=math.nan, speedup=math.nan,
+            why = str(err)
+            if family == "C2T" and forest is self.forest and "not expanded" in why:
+                why += " (C2T keeps nodes off the logbook's beams: give the explorer C2T's own logbook, c2t_logbook)"
+            values.update(error=why, tau=math.nan, gamma=math.nan, tau_per_gamma=math.nan, speedup=math.nan,
                           config="")
         self.config.value = values["config"] or "(the engines run the families below their own names: SGLang, " \
                                                 "TensorRT-LLM, vLLM)"
@@ -203,6 +249,10 @@ class Explorer:
         """Switch to C2T and set β (what a user does with the dropdown and the slider); returns `values()`."""
         if "C2T" not in self.family.options:
             raise SpectreeError("this explorer has no C2T classifier")
+        if not self.c2t_beta <= float(beta) <= 1.0:
+            raise SpectreeError(f"β must be in [{self.c2t_beta:g}, 1]" + (
+                f": C2T's logbook expands its tree at β {self.c2t_beta:g}, lower β do not replay on it"
+                if self.c2t_beta else ""))
         self.family.value = "C2T"
         self.fields["C2T"]["beta"].value = float(beta)
         return self.values()
@@ -246,7 +296,7 @@ class Explorer:
             self.tree.value = b""
             return
         with plt.ioff():
-            ax = figures.trees.draw_kept_tree(self.forest, int(self.example.value), self._kept, self._policy_K,
+            ax = figures.trees.draw_kept_tree(self._drawn, int(self.example.value), self._kept, self._policy_K,
                                               self._expanded, self.tokenizer, retrieval=self._retrieval)
             self.tree.value = figures.png(ax.figure)
 

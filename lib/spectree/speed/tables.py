@@ -30,6 +30,13 @@ from spectree.strategies import C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThresh
 from spectree.strategies import NaiveWidth, Sequences, Sequoia, autoregressive
 
 
+GUNJUR_PAPER_GUARD = 1 + 7 + 7 ** 2 + 7 ** 3 + 7 ** 4  # B(H) ≤ 7 to "a fixed depth of four" (s1 l.131, l.143)
+GUNJUR_BASELINE = "chain-4"  # Gunjur et al.'s baseline: speculative decoding without tree batches, 4 tokens
+GUNJUR_ROWS = {"Baseline": GUNJUR_BASELINE, "Static": "static b=2 d=4", "Simple cutoff": "simple cutoff",
+               "Dyn width+depth": "dyn width + depth", "Dyn width only": "dyn width only"}  # Fig. 2's table
+GUNJUR_SCATTER = (*GUNJUR_ROWS.values(), "naive width")  # Fig. 5/6: naive width is read off Fig. 5 (s1 l.129), not in Fig. 2
+
+
 def equal_budget_sequences(m: int, K: int = 8) -> Sequences:
     """SpecInfer-style sequences of m draft tokens (k sequences of d, k·d = m, k ≤ K): the squarest such shape,
     deeper than wide (DySpec Tables 1–2 compare trees of one budget)."""
@@ -44,47 +51,61 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
                      K: int = 8, depth: int = 6, gunjur_depth: int = 4, gunjur_guard: Optional[int] = None
                      ) -> dict[str, Policy]:
     """label → policy for the live table (PCT's s_d/s_t and Sequoia's p are measured inputs). EAGLE-2 and C2T draft
-    with K children per node to `depth` (C2T's main tables: 15 and 10); DySpec, SpecInfer-style sequences and
-    Sequoia get the same `budget` of draft tokens; Gunjur's B(H) trees go to `gunjur_depth` (the paper's 4: with a
-    draft of high entropy B(H) = 7 at every node, 2,801 nodes a tree, past the CPU's node guard unless `gunjur_guard`
-    raises it for them: `GUNJUR_PAPER_GUARD` admits the paper's depth-4 tree). Besides the papers' settings it times
-    three small trees, the sizes a CPU rewards on prepacked kernels (docs/decoder.md). At T > 0 every row of Gunjur's
-    table (GUNJUR_SCATTER) follows one rule, its Alg. 1: the draft's top tokens, each verified as a fixed proposal
-    (matching the target's sample); so its baseline chain-4 is `kary:b=1,d=4,offer=top` and simple cutoff
-    `naive_width:k=1,d=10` (the entropy-cutoff chain), each the same tree as the chain under greedy decoding."""
-    dyspec_K, dyspec_d = max(8, K), max(8, depth)  # DySpec caps neither (s2 l.152–156): the profile's, at least 8
+    with K children per node to `depth` (C2T's main tables: 15 and 10); DySpec (Alg. 1 as written: K = m, no child
+    cap), SpecInfer-style sequences and Sequoia get the same `budget` of draft tokens (DySpec Tables 1–2: 64);
+    Gunjur's rows are `gunjur_strategies` at `gunjur_depth` (the paper's 4: with a draft of high entropy B(H) = 7 at
+    every node, 2,801 nodes a tree, past the CPU's node guard unless `gunjur_guard` raises it for them). Besides the
+    papers' settings it times three small trees, the sizes a CPU rewards on prepacked kernels (docs/decoder.md)."""
+    threshold_K, dyspec_d = max(8, K), max(DYSPEC_DEPTH, depth)
+    gunjur = gunjur_strategies(gunjur_depth, gunjur_guard)
     policies: dict[str, Policy] = {
         "AR (our loop)": autoregressive(),
         "chain-2": Chain(k=2),
-        "chain-4": Kary(b=1, d=4, offer="top"),  # Gunjur's baseline: a chain of 4, its top token at T > 0 (Alg. 1)
+        GUNJUR_BASELINE: gunjur.pop(GUNJUR_BASELINE),
         "chain-5": Chain(k=5),
-        "static b=2 d=4": Kary(b=2, d=4, offer="top"),  # Gunjur's static tree: the top b, as its dynamic ones
+        **gunjur,
         "VCT w=3 d=5": VCT(w=3, d=5),
-        "simple cutoff": NaiveWidth(k=1, d=10, cutoff=1.0),  # Gunjur's: chain:k=10,stop=entropy, top-1 at T > 0
-        "naive width": NaiveWidth(k=4, d=10, cutoff=1.0),  # Gunjur Fig. 5: simple cutoff's chain, top 4 at its end
         "DyMax chain": Chain(k=10, stop="dymax", threshold=0.3),
         "DyJoint chain": Chain(k=10, stop="dyjoint", threshold=0.08),
-        "dyn width only": EntropyBranching(d=gunjur_depth),
-        "dyn width + depth": EntropyBranching(d=2 * gunjur_depth, cutoff=2.5),  # the paper gives no depth rule
         f"SpecInfer-style m={budget}": equal_budget_sequences(budget),
         f"Sequoia n={budget}": Sequoia(n=budget, p=acceptance),
         f"EAGLE-2 N={budget + 1}": Eagle2(K=K, d_max=depth, N=budget + 1),  # N counts the root: `budget` drafts
-        f"DySpec m={budget}": DySpec(m=budget, K=dyspec_K, d_max=dyspec_d),
+        f"DySpec m={budget}": DySpec(m=budget, K=budget, d_max=dyspec_d),  # Alg. 1 as written: no child cap (K = m)
         "EAGLE-2 N=5": Eagle2(K=4, d_max=3, N=5),
         "DySpec m=4": DySpec(m=4, K=4, d_max=4),
-        "DySpec threshold": DySpecThreshold(t=round(1 / budget, 4), K=dyspec_K, d_max=dyspec_d),  # t ≈ 1/n, §4.4
+        "DySpec threshold": DySpecThreshold(t=round(1 / budget, 4), K=threshold_K, d_max=dyspec_d),  # t ≈ 1/n, §4.4
         "PCT": PCT(ratio=round(sd_over_st, 3), k=5, d_max=10),
         "CAPE": CAPE(d=5),
     }
-    if gunjur_guard is not None:  # the paper fixes no node count (s1 l.149): its tree, not the CPU, sets the guard
-        for label in ("dyn width only", "dyn width + depth"):
-            policies[label].max_nodes = gunjur_guard
     if classifier:  # C2T's main tables: one TopK for both prunings (K per node scored, K per layer kept)
         policies.update(c2t_rows(classifier, K, depth, (C2T_BETA,)))
     return policies
 
 
 C2T_BETA = 0.5  # the C2T row of every temperature's table; `c2t_rows` adds a β curve to the greedy run
+DYSPEC_DEPTH = 11  # DySpec's depth guard: its m = 64 trees are "typically less than 10" deep (s2 l.178)
+GUNJUR_PAPER_DEPTH = 4  # Gunjur's trees: "a fixed depth of four" (s1 l.131, l.143)
+GUNJUR_PAPER_TEMPERATURE = 0.4  # Gunjur Fig. 2's runs: T = 0.4 (s1 l.123)
+
+
+def gunjur_strategies(depth: int = GUNJUR_PAPER_DEPTH, guard: Optional[int] = None) -> dict[str, Policy]:
+    """label → policy for Gunjur et al.'s Fig. 2 rows and Fig. 5's naive width, its B(H) trees to `depth` (the
+    paper's 4), their node guard `guard` (`GUNJUR_PAPER_GUARD` admits the paper's depth-4 tree; None: the CPU's).
+    One rule at T > 0, its Alg. 1: the draft's top tokens, each verified as a fixed proposal (matching the target's
+    sample); so its baseline chain-4 is `kary:b=1,d=4,offer=top` and simple cutoff `naive_width:k=1,d=10` (the
+    entropy-cutoff chain), each the same tree as the chain under greedy decoding."""
+    rows: dict[str, Policy] = {
+        GUNJUR_BASELINE: Kary(b=1, d=4, offer="top"),  # a chain of 4, its top token at T > 0 (Alg. 1)
+        "static b=2 d=4": Kary(b=2, d=4, offer="top"),  # Gunjur's static tree: the top b, as its dynamic ones
+        "simple cutoff": NaiveWidth(k=1, d=10, cutoff=1.0),  # Gunjur's: chain:k=10,stop=entropy, top-1 at T > 0
+        "naive width": NaiveWidth(k=4, d=10, cutoff=1.0),  # Gunjur Fig. 5: simple cutoff's chain, top 4 at its end
+        "dyn width only": EntropyBranching(d=depth),
+        "dyn width + depth": EntropyBranching(d=2 * depth, cutoff=2.5),  # the paper gives no depth rule
+    }
+    if guard is not None:  # the paper fixes no node count (s1 l.149): its tree, not the CPU, sets the guard
+        for label in ("dyn width only", "dyn width + depth"):
+            rows[label].max_nodes = guard
+    return rows
 
 
 def c2t_rows(classifier: str, K: int = 8, depth: int = 6, betas: Sequence[float] = (C2T_BETA,)) -> dict[str, Policy]:
@@ -169,13 +190,6 @@ def by_category(runs: list[Run]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
 
-GUNJUR_PAPER_GUARD = 1 + 7 + 7 ** 2 + 7 ** 3 + 7 ** 4  # B(H) ≤ 7 to "a fixed depth of four" (s1 l.131, l.143)
-GUNJUR_BASELINE = "chain-4"  # Gunjur et al.'s baseline: speculative decoding without tree batches, 4 tokens
-GUNJUR_ROWS = {"Baseline": GUNJUR_BASELINE, "Static": "static b=2 d=4", "Simple cutoff": "simple cutoff",
-               "Dyn width+depth": "dyn width + depth", "Dyn width only": "dyn width only"}  # Fig. 2's table
-GUNJUR_SCATTER = (*GUNJUR_ROWS.values(), "naive width")  # Fig. 5/6: naive width is read off Fig. 5 (s1 l.129), not in Fig. 2
-
-
 def gunjur_table(table: pd.DataFrame) -> pd.DataFrame:
     """Gunjur et al.'s Fig. 2 table: % time saved against its baseline (chain speculative decoding of 4 tokens),
     and tokens/s (empty without the baseline row)."""
@@ -249,5 +263,6 @@ def versus(rows: pd.DataFrame, a: str, b: str, num: str, den: str, bar: float, w
 
 __all__ = ["speed_strategies", "C2T_BETA", "c2t_rows", "equal_budget_sequences", "speed_table", "best_tree",
            "head_reference", "saved_best_tree", "per_prompt", "by_category", "gunjur_table", "GUNJUR_PAPER_GUARD",
-           "GUNJUR_BASELINE", "GUNJUR_ROWS", "wasted_passes", "GUNJUR_SCATTER", "gunjur_per_prompt", "dyspec_layout",
+           "GUNJUR_BASELINE", "GUNJUR_ROWS", "gunjur_strategies", "GUNJUR_PAPER_DEPTH",
+           "GUNJUR_PAPER_TEMPERATURE", "DYSPEC_DEPTH", "wasted_passes", "GUNJUR_SCATTER", "gunjur_per_prompt", "dyspec_layout",
            "prompt_rows", "aligned", "versus"]

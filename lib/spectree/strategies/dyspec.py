@@ -9,9 +9,12 @@ tree, then the final result will be biased" (A.1): so both algorithms keep a chi
 its own, and stay lossless under multi-branch sampling verification (Alg. 3). Under greedy drafting the draws are
 the draft's ranks in order.
 
-Where we differ from the paper (docs/fidelity.md): each node offers at most K children and the tree stops at depth
-d_max (the node guard of live drafting and the logbook's width); Alg. 1's heap is grown layer by layer here — the
-m slots of largest value are the same set, since a slot is never worth more than the slot it came from.
+Alg. 1's heap is grown layer by layer here — the m slots of largest value are the same set, since a slot is never
+worth more than the slot it came from. Alg. 1 holds at most m + 1 slots, and so does a layer here: live drafting
+offers a node's children only while their slots can still be among the m best (`DySpec.limit`), so K = m (no cap
+on children, as in Alg. 1) offers at most m candidates a layer, not K per node, and stays inside the node guard.
+Where we differ from the paper (docs/fidelity.md): K may cap a node's children (K < m) and the tree stops at depth
+d_max (the logbook's width and depth).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from typing import Optional
 
 import numpy as np
 
-from spectree.core.groups import kth_largest
+from spectree.core.groups import kth_largest, top_in_groups
 from spectree.core.policy import Policy, Rows
 
 ROOT_VALUE = 2.0  # above every slot value (≤ 1): the root is always among the kept
@@ -36,7 +39,7 @@ def slot_key(cand: Rows) -> np.ndarray:
 @dataclass
 class DySpec(Policy):
     """`dyspec_greedy`, Alg. 1 with budget m: the m draft tokens whose slots a max-heap of slot values pops first
-    (the m slots of largest value); K children offered per node, depth d_max."""
+    (the m slots of largest value); at most K children a node (K ≥ m: uncapped, Alg. 1), depth d_max."""
 
     m: int = 64  # draft tokens per tree
     K: int = 8
@@ -49,6 +52,26 @@ class DySpec(Policy):
 
     def layer_cap(self) -> int:
         return max(self.m, 1)  # nodes expanded per layer: those whose P reaches the m-th best slot value
+
+    def width(self, frontier: Rows) -> int:
+        return max(min(self.K, self.m), 1)  # m nodes hold at most m children of one node
+
+    def offer_cap(self) -> int:
+        return self.m  # `limit`: a layer offers at most the m best slots
+
+    def limit(self, offers: Rows, tree: Rows) -> np.ndarray:
+        # Alg. 1 pops the m slots of largest value: an offered child can only be kept if its slot is among the m best
+        # of the slots drafted so far and this layer's, in finalize's order (value, then shallower — the drafted
+        # rows —, then offer order). The others are never kept, nor is anything below them (a slot is worth no more
+        # than its parent's or an earlier sibling's), and they leave `select`'s bar, the m-th best value, as it is:
+        # the tree is the same. Each node's kept offers are a prefix of its children (slots fall in offer order), at
+        # most m in all, and the cut reads slot values only, known before a token (A.1: sampling stays lossless)
+        key = slot_key(offers)  # [c]
+        drafted = tree.depth > 0
+        group = np.concatenate([tree.tree[drafted], offers.tree])
+        value = np.concatenate([tree.state("slot", np.float64)[drafted], key])
+        depth = np.concatenate([tree.depth[drafted], offers.depth])
+        return top_in_groups(group, value, self.m, depth)[int(drafted.sum()):] & (key > 0)
 
     def _bar(self, tree: Rows, extra: Optional[Rows] = None, key: Optional[np.ndarray] = None) -> np.ndarray:
         """float [trees]: the m-th largest slot value drafted so far (with `extra`'s `key` values), −inf if fewer."""

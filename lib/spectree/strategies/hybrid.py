@@ -87,8 +87,14 @@ class Hybrid(Policy):
     def width(self, frontier):
         return self.base.width(frontier)
 
+    def limit(self, offers, tree):
+        return self.base.limit(offers, tree)
+
     def layer_cap(self):
         return self.base.layer_cap()
+
+    def offer_cap(self):
+        return self.base.offer_cap()
 
     def worst_case(self):
         return self.base.worst_case()

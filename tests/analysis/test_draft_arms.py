@@ -1,7 +1,7 @@
 """EDD Table 3's draft ablations and Fig. 5's hidden layers (notebook 01): a comparison of draft arms is judged only
 when its drafts could carry a verdict (base arm near the shipped EDD's agreement, ≥ 2 seeds per arm); otherwise
-"not testable on this pair" with the agreements measured from code — this run's scores or the drafts' cards, the
-retired drafts' cards under data/drafts/retired/ (cards written into a temporary SPECTREE_HOME; the shipped ones
+"not testable with the drafts trained here" with the agreements measured from code — this run's scores or the
+drafts' cards, the retired drafts' cards under data/drafts/retired/ (cards written into a temporary SPECTREE_HOME; the shipped ones
 read as they are)."""
 import json
 import math
@@ -62,7 +62,7 @@ def test_noise_level_arms_are_not_testable_with_their_measured_agreement(home):
     assert claims[0]["name"] == "'w/o KL divergence' lowers EDD + PCT τ (EDD Table 3)" and claims[-1]["name"] == FIG5
     assert {c["verdict"] for c in claims} == {"not testable"} and {c["n"] for c in claims} == {0}
     kl = claims[0]
-    assert "not testable on this pair" in kl["rule"] and NEEDED in kl["rule"]
+    assert "not testable with the drafts trained here" in kl["rule"] and NEEDED in kl["rule"]
     assert "0.062, -0.318 from the shipped EDD's 0.380" in kl["rule"] and "1 training seed(s) per arm" in kl["rule"]
     assert "base arm 0.062" in kl["ours"] and "w/o KL divergence 0.063" in kl["ours"] and "card:" in kl["ours"]
     assert kl["details"]["agreements"] == {"shipped EDD": 0.38, "base arm": 0.062, "w/o KL divergence": 0.063}

@@ -179,7 +179,8 @@ def test_pct_is_judged_at_the_paper_s_ratio_and_read_at_this_machine_s_beside():
     assert knobs["text"].startswith("read at the paper's s_d/s_t 0.037") and \
         "the one-token forward ratio 0.2: holds" in knobs["text"]
     # another s_d/s_t that holds is named in the opening, as the reading that flips it (the tallied one stays 0.037)
-    assert failing["diagnosis"].startswith("holds with knobs (the one-token forward ratio 0.2)")
+    assert failing["diagnosis"].startswith(
+        "holds only off the paper's point: knobs (the one-token forward ratio 0.2)")
     swapped = table.assign(params=[{**p, "ratio": {0.037: 0.2, 0.2: 0.037}.get(p.get("ratio"), p.get("ratio"))}
                                    for p in table.params])
     assert S.edd_claims(swapped)[0]["ours"].startswith("PCT (s_d/s_t 0.037)")  # the row at 0.037 is the verdict
@@ -210,7 +211,7 @@ def test_dyspec_is_read_at_budget_64_uncapped_against_each_static_tree_as_its_ta
     knobs = capped[0]["readings"]
     assert knobs == {}  # a claim that holds carries no diagnosis; its second readings stay in its details
     assert "capped at K = 8: does not hold" in capped[0]["details"]["knobs"]
-    assert capped[0]["off_point"] == "" and capped[0]["key"] == "dyspec-tables12-specinfer"
+    assert capped[0]["off_point"] == S.GREEDY_DRAFT and capped[0]["key"] == "dyspec-tables12-specinfer"  # draft at T = 1
     fails = S.budget_claims(_budgets(1.9, capped=2.4, more=[_row("budgets", "dyspec", 2.5, 7.8, seed=5, m=8, K=8),
                                                             _row("budgets", "sequences", 2.1, 7.9, seed=6, k=4, d=2)]))
     text = fails[0]["readings"][S.KNOBS]["text"]
@@ -218,7 +219,8 @@ def test_dyspec_is_read_at_budget_64_uncapped_against_each_static_tree_as_its_ta
         "m = 8: holds" in text
     # the verdict stays the paper's m = 64; the diagnosis names the settings where it holds instead
     assert fails[0]["verdict"] == "does not hold"
-    assert fails[0]["diagnosis"].startswith("holds with knobs (DySpec capped at K = 8, m = 8)")
+    assert fails[0]["diagnosis"].startswith(
+        "holds only off the paper's point: knobs (DySpec capped at K = 8, m = 8)")
 
 
 def test_dyspec_claims_name_a_budget_they_could_not_replay_and_read_the_largest_scored():

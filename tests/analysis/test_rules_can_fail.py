@@ -11,7 +11,7 @@ import pytest
 from synthetic_tokens import of_prompts, per_prompt, prompts, verdicts
 
 from spectree.analysis import claims as C
-from spectree.analysis import entropy_match, sparsity, stats
+from spectree.analysis import entropy_match, sparsity_claims, stats
 from spectree.analysis.rules import prompt_codes, prompt_sums, ratio_statistic
 from spectree.analysis.tree_tau import LEAVES, SHIPPED, ablation_claims
 
@@ -115,17 +115,17 @@ def test_all_of_and_not_testable_give_each_verdict():
 # --- deterministic counts and rising steps ---------------------------------------------------------------------
 
 def test_count_rule_reads_a_count_exactly():
-    assert sparsity.count_rule(0.5, 10, "original − DFS", "trees").verdict == HOLDS
-    assert sparsity.count_rule(0.0, 10, "original − DFS", "trees").verdict == FAILS  # equal is not fewer
-    assert sparsity.count_rule(-3.0, 10, "original − DFS", "trees").verdict == FAILS
-    assert sparsity.count_rule(float("nan"), 10, "original − DFS", "trees").verdict == INCONCLUSIVE
-    ev = sparsity.count_rule(0.01, 10, "original − DFS", "trees")  # no tolerance: a small margin is a margin
+    assert sparsity_claims.count_rule(0.5, 10, "original − DFS", "trees").verdict == HOLDS
+    assert sparsity_claims.count_rule(0.0, 10, "original − DFS", "trees").verdict == FAILS  # equal is not fewer
+    assert sparsity_claims.count_rule(-3.0, 10, "original − DFS", "trees").verdict == FAILS
+    assert sparsity_claims.count_rule(float("nan"), 10, "original − DFS", "trees").verdict == INCONCLUSIVE
+    ev = sparsity_claims.count_rule(0.01, 10, "original − DFS", "trees")  # no tolerance: a small margin is a margin
     assert ev.verdict == HOLDS and ev.rule.startswith("deterministic count (exact, no interval)")
     assert "tolerance" not in ev.rule and ev.low == ev.high == ev.estimate
-    assert sparsity.steps_rule([1.0, 2.0, 3.0], 10, "ratio", "trees", ["a", "b", "c"]).verdict == HOLDS
-    assert sparsity.steps_rule([1.0, 3.0, 2.0], 10, "ratio", "trees", ["a", "b", "c"]).verdict == FAILS
-    assert sparsity.steps_rule([3.0, 2.0, 1.0], 10, "ratio", "trees", ["a", "b", "c"], falls=True).verdict == HOLDS
-    assert sparsity.steps_rule([1.0], 10, "ratio", "trees", ["a"]).verdict == INCONCLUSIVE  # nothing to compare
+    assert sparsity_claims.steps_rule([1.0, 2.0, 3.0], 10, "ratio", "trees", ["a", "b", "c"]).verdict == HOLDS
+    assert sparsity_claims.steps_rule([1.0, 3.0, 2.0], 10, "ratio", "trees", ["a", "b", "c"]).verdict == FAILS
+    assert sparsity_claims.steps_rule([3.0, 2.0, 1.0], 10, "ratio", "trees", ["a", "b", "c"], falls=True).verdict == HOLDS
+    assert sparsity_claims.steps_rule([1.0], 10, "ratio", "trees", ["a"]).verdict == INCONCLUSIVE  # nothing to compare
 
 
 def _rising_tokens(curve, n_prompts=10, size=400, seed=0):
@@ -178,27 +178,45 @@ GOOD_TIMES = _times({"original": (2.0, 2.2), "dfs": (1.0, 1.1)}, {"original": (9
 
 
 def _claims(random=(1.6, 2.5, 4.0), logged=(1.5, 1.3, 1.1), times=GOOD_TIMES, trees=10):
-    return sparsity.block_claims(_blocks(list(random), "nodes", SIZES, trees), _blocks(list(logged), "prefix", PREFIXES,
+    return sparsity_claims.block_claims(_blocks(list(random), "nodes", SIZES, trees), _blocks(list(logged), "prefix", PREFIXES,
                                                                                        trees), times)
+
+
+def _claims_with_trees():
+    """The claims with per-tree tables behind the summaries: 10 trees a size (every tree the summary's counts) and 10
+    logged trees at each prefix."""
+    from spectree.analysis.sparsity import summarise_blocks
+
+    random = pd.DataFrame([{"tree": t, "nodes": n, "depth": 5.0, "original": 10.0 * r, "dfs": 10.0, "bfs": 10.0}
+                           for n, r in zip(SIZES, (1.6, 2.5, 4.0)) for t in range(10)])
+    logged = pd.DataFrame([{"tree": t, "prefix": p, "nodes": 100.0, "depth": 5.0, "original": 10.0 * r, "dfs": 10.0,
+                            "bfs": 10.0} for p, r in zip(PREFIXES, (1.5, 1.3, 1.1)) for t in range(10)])
+    return sparsity_claims.block_claims(summarise_blocks(random, "nodes"), summarise_blocks(logged, "prefix"),
+                                        GOOD_TIMES, trees=(random, logged))
 
 
 def test_block_count_claims_give_each_verdict_exactly():
     held = _claims()
-    assert verdicts(held)[:4] == [HOLDS] * 4 and [c["n"] for c in held[:4]] == [30, 30, 10, 10]
-    assert all(c["rule"].startswith("deterministic count") and "tolerance" not in c["rule"] for c in held[:4])
+    assert verdicts(held)[:3] == [HOLDS] * 3 and [c["n"] for c in held[:3]] == [30, 30, 10]
+    assert all(c["rule"].startswith("deterministic count") and "tolerance" not in c["rule"] for c in held[:3])
+    # the dilution by a prefix is arithmetic once DFS needs fewer tree tiles: not testable, the count beside
+    assert held[3]["verdict"] == NOT_TESTABLE and held[3]["details"]["counted"] == HOLDS
+    assert "a fall by arithmetic, not a reading" in held[3]["rule"]
+    # each count claim is re-read on the two halves of its trees given the per-tree tables
+    per_tree = _claims_with_trees()
+    assert [c["halves"] for c in per_tree[:3]] == [[HOLDS, HOLDS]] * 3 and per_tree[0]["repeat"] == "repeats"
     # a ratio of 1.03 is fewer blocks, read exactly (a ±0.05 tolerance called it inconclusive)
-    assert verdicts(_claims(random=(1.03, 1.04, 1.05), logged=(1.03, 1.02, 1.01)))[:4] == [HOLDS] * 4
+    assert verdicts(_claims(random=(1.03, 1.04, 1.05), logged=(1.03, 1.02, 1.01)))[:3] == [HOLDS] * 3
     # equal counts are not fewer; a saving that shrinks at one size does not grow; a ratio that rises with the
     # prefix is not diluted
     failed = _claims(random=(1.0, 2.5, 2.4), logged=(1.0, 1.2, 1.1))
-    assert verdicts(failed)[:4] == [FAILS] * 4
+    assert verdicts(failed)[:3] == [FAILS] * 3 and failed[3]["details"]["counted"] == FAILS
     assert _text(failed[0]["readings"]["more prompts"]).startswith("would not flip it (a deterministic count")
     few = _claims(trees=2)  # 6 random and 2 logged trees: below the 8 units a verdict needs
-    assert verdicts(few)[:4] == [INCONCLUSIVE] * 4 and [c["n"] for c in few[:4]] == [6, 6, 2, 2]
+    assert verdicts(few)[:3] == [INCONCLUSIVE] * 3 and [c["n"] for c in few[:3]] == [6, 6, 2]
     assert _text(few[0]["readings"]["more prompts"]).startswith("too few random trees: n = 6 < 8")
-    one = sparsity.block_claims(_blocks([1.6], "nodes", [256.0]), _blocks([1.5], "prefix", [0.0]), GOOD_TIMES)
-    assert one[1]["verdict"] == one[3]["verdict"] == INCONCLUSIVE and "nothing to compare" in one[1]["rule"]
-    assert "a check of the count" in held[3]["rule"]  # the dilution is arithmetic once DFS has fewer tiles
+    one = sparsity_claims.block_claims(_blocks([1.6], "nodes", [256.0]), _blocks([1.5], "prefix", [0.0]), GOOD_TIMES)
+    assert one[1]["verdict"] == INCONCLUSIVE and "nothing to compare" in one[1]["rule"]
 
 
 def test_the_speed_claim_reads_dense_attention_not_the_loops_own_block_count():

@@ -87,12 +87,15 @@ def unsupported(diagnosis: str, readings: dict, at_paper_point: bool = True) -> 
     head = diagnosis.split(". ", 1)[0]
     parts = {k: as_reading(v) for k, v in readings.items()}
     problems = []
-    if head.startswith("holds with "):
-        for named in head[len("holds with "):].split(" / "):
-            factor = named.split(" (")[0]
-            r = parts.get(factor)
-            if r is None or not r["tried"] or r["verdict"] != HOLDS:
-                problems.append(f"opens with {factor!r}, whose reading does not hold: {r}")
+    for opening, off in (("holds with ", False), ("holds only off the paper's point: ", True)):
+        if head.startswith(opening):
+            for named in head[len(opening):].split(" / "):
+                factor = named.split(" (")[0]
+                r = parts.get(factor)
+                if r is None or not r["tried"] or r["verdict"] != HOLDS or bool(r.get("off_point")) != off:
+                    problems.append(f"opens with {factor!r}, whose reading does not support it: {r}")
+    if head.startswith(("holds with ", "holds only off the paper's point: ")):
+        pass
     elif head.startswith("too few"):
         r = parts.get(PROMPTS, {})
         if r.get("projects") != HOLDS:
@@ -112,6 +115,7 @@ def test_every_opening_is_checked_against_made_up_readings():
     near = C.interval_rule(0.1, -0.05, 0.25, 0.0, 10, "x")
     against = C.interval_rule(-0.1, -0.25, 0.05, 0.0, 10, "x")
     cases = [C.claim("a", "p", 1, far, readings={KNOBS: reading("m = 8: holds", HOLDS, where="m = 8")}),
+             C.claim("g", "p", 1, far, readings={KNOBS: reading("m = 8: holds", HOLDS, where="m = 8", off_point=True)}),
              C.claim("b", "p", 1, far, readings={GPU: reading("does not hold on the H100", FAILS)}),
              C.claim("c", "p", 1, near), C.claim("d", "p", 1, against),
              C.claim("e", "p", 1, far, readings={QUALITY: reading("no flip", FAILS, papers_quality=True)}),
@@ -120,9 +124,12 @@ def test_every_opening_is_checked_against_made_up_readings():
         assert c["diagnosis"] and not unsupported(c["diagnosis"], c["readings"], not c["off_point"]), c
     # the checker fails on the openings a string-prefix reading used to give (issue 73): "too few prompts" opening a
     # row whose projection says it would NOT hold, and "holds with" a factor that was never run
-    assert unsupported("too few prompts. more prompts: …", cases[3]["readings"])
+    assert unsupported("too few prompts. more prompts: …", cases[4]["readings"])
     assert unsupported("holds with knobs. knobs: not re-read here", {KNOBS: reading("not re-read here", tried=False)})
-    assert unsupported("a property of this pair. …", cases[1]["readings"])
+    # a setting the paper does not read never opens as "holds with": it holds only off the paper's point
+    assert unsupported("holds with knobs (m = 8). …", cases[1]["readings"])
+    assert cases[1]["diagnosis"].startswith("holds only off the paper's point: knobs (m = 8)")
+    assert unsupported("a property of this pair. …", cases[2]["readings"])
 
 
 def committed() -> dict:

@@ -7,7 +7,7 @@ import pytest
 import torch
 from helpers import Chat, make_tree
 
-from spectree.analysis import sparsity, surfaces
+from spectree.analysis import sparsity, sparsity_claims, surfaces
 from spectree.core.treeattn import additive_mask
 
 #  0 ─ 1 ─ 3 ─ 5      two chains, stored layer by layer (BFS) as grow_tree stores them
@@ -120,7 +120,7 @@ def test_timing_table_has_both_orders_and_equal_block_ratios():
     assert ratios.blocks.iloc[0] >= 1.0
     dfs = times.set_index("order").loc["dfs"]  # the speed claim's reading: dense ÷ block-sparse, DFS order
     assert ratios.dense_over_sparse.iloc[0] == pytest.approx(dfs.dense_ms / dfs.sparse_ms)
-    assert sparsity.dense_over_sparse(times, 40) == pytest.approx(np.divide(dfs.dense_rounds, dfs.sparse_rounds))
+    assert sparsity_claims.dense_over_sparse(times, 40) == pytest.approx(np.divide(dfs.dense_rounds, dfs.sparse_rounds))
 
 
 def test_hand_set_classifier_is_the_linear_form_at_alg1_depth():

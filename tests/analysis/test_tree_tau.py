@@ -113,7 +113,8 @@ def test_leaf_claim_reads_only_tau_and_time_gain_is_never_a_verdict():
     assert failing["verdict"] == "does not hold"
     assert failing["readings"]["knobs"]["text"].startswith("the one-token forward ratio t_draft(1) / t_target(1) "
                                                            "0.200: holds")
-    assert failing["diagnosis"].startswith("holds with knobs (the one-token forward ratio 0.200)")
+    assert failing["diagnosis"].startswith(
+        "holds only off the paper's point: knobs (the one-token forward ratio 0.200)")
     missing = ablation_claims(_table(_row(SHIPPED, 3.0)))
     assert [c["verdict"] for c in missing] == ["inconclusive", "not testable"] and missing[0]["n"] == 0
     assert table3_paper("w/o encoding result, self data").startswith("2.58x") and table3_paper("other") == "—"

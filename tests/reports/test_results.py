@@ -107,7 +107,8 @@ def test_results_are_stamped_once_with_profile_commit_date_host_time_and_pairs(w
                  "- host: Test CPU, AVX2, 2 threads", "- wall time: 9 s (the sum of 3 notebooks' recorded run times)",
                  "- pairs: pair-one, pair-two",
                  # no summary here names a scorecard key: every registered claim reads "not read in this run"
-                 "- paper claims (each once, the scorecard): 0 holds, 0 does not hold, 38 inconclusive, 0 not testable",
+                 "- paper claims (each once, the scorecard): 0 holds, 0 does not hold, 38 inconclusive (38 of them not "
+                 "read at the paper's operating point), 0 not testable",
                  "- decisive paper verdicts that repeat on both halves of their units (prompts; seeds where training "
                  "enters): 0 of 0",
                  "- our bars: 0 holds, 0 does not hold, 0 inconclusive, 0 not testable"):

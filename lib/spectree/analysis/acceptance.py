@@ -232,8 +232,8 @@ def draft_claims(reports: dict, edd: str, vdm: str, equal_budget: Optional[tuple
         why = below_floor(float(a["top1_by_position"][0]), shipped_top1, f"the equal-budget EDD ({ours})") \
             if a and p else ""
         ev = (unscored(f"the equal-budget pair ({ours or 'none'}, {peer or 'none'}) not scored") if not (a and p) else
-              not_testable(f"not testable on this pair: {why}: below the standard every comparison of drafts meets "
-                           "(`draft_arms.below_floor`)") if why else rule(a, p))
+              not_testable(f"not testable with the drafts trained here: {why}: below the standard every comparison of "
+                           "drafts meets (`draft_arms.below_floor`)") if why else rule(a, p))
         readings = [claim(name, paper, text(a, p) if a and p else None, ev, key=key, **kw)]
         if se and sv:
             readings.append(claim(f"{name}: {SHIPPED_DRAFTS}", paper, f"{text(se, sv)}; {_seed_note((edd, vdm))}",

@@ -365,13 +365,14 @@ def prompts_reading(evidence: Evidence, unit: str = "prompts", feasible: float =
     whether that n is within `feasible` × today's (only then "too few", and only a projection to the holding side
     opens a diagnosis with it)."""
     if evidence.verdict == FAILS:
-        return reading(f"would not flip it (the whole interval is on the other side of the bar, n = {evidence.n} "
-                       f"{unit})", FAILS)
+        whole = ("the whole interval is on the other side of the bar" if math.isfinite(evidence.low) else
+                 "a part's whole interval is on the other side of its bar")  # `all_of` keeps no single interval
+        return reading(f"would not flip it ({whole}, n = {evidence.n} {unit})", FAILS)
     if evidence.verdict != INCONCLUSIVE:
         return reading("")
     need = units_needed(evidence)
     if math.isnan(need):
-        return reading("cannot tell (no interval)", tried=False)
+        return reading("cannot tell: no single interval to project (several parts, or none computed)", tried=False)
     if math.isinf(need):
         return reading("would not decide it (the estimate sits on the bar)", INCONCLUSIVE)
     lands = side(evidence.estimate, evidence.bar, evidence.above)

@@ -3,7 +3,9 @@
 A claim's `readings` map each factor re-read to a `reading` — its text, the verdict the claim gets under that
 factor, and whether the factor was tried at all. `diagnose` opens with a factor only where its reading supports it:
 
-- "holds with F (where)" — the factors whose tried reading flips the verdict to holding;
+- "holds with F (where)" — the factors whose tried reading flips the verdict to holding at the paper's point (a GPU
+  cost model, a better real draft, the healthy training seeds); "holds only off the paper's point: F (where)" — a
+  reading at a setting the paper does not read (another budget, s_d/s_t or comparison: `off_point` readings);
 - "too few prompts" — only when the projection of the interval lands on the holding side within reach
   (`claims.prompts_reading` marks it `projects = holds`);
 - "a property of this pair" — only when the claim was read at the paper's operating point (its knobs) and at a
@@ -47,12 +49,13 @@ def as_reading(value: Any) -> dict[str, Any]:
     return reading(str(value or ""))
 
 
-def flips(readings: Mapping[str, Any]) -> list[str]:
-    """The factors whose tried reading makes the claim hold (the more-prompts projection apart)."""
+def flips(readings: Mapping[str, Any], off_point: bool = False) -> list[str]:
+    """The factors whose tried reading makes the claim hold (the more-prompts projection apart): those at the
+    paper's point, or with `off_point` those read at a setting the paper does not read."""
     out = []
     for factor, value in readings.items():
         r = as_reading(value)
-        if factor != PROMPTS and r["tried"] and r["verdict"] == HOLDS:
+        if factor != PROMPTS and r["tried"] and r["verdict"] == HOLDS and bool(r.get("off_point")) == off_point:
             out.append(f"{factor} ({r['where']})" if r["where"] else factor)
     return out
 
@@ -70,14 +73,16 @@ def diagnose(readings: Mapping[str, Any], *, at_paper_point: bool = True, point:
         untried.append(QUALITY)
     if not at_paper_point:
         untried.insert(0, f"the paper's operating point ({point})" if point else "the paper's operating point")
-    flipped = flips(parts)
+    flipped, elsewhere = flips(parts), flips(parts, off_point=True)
     prompts = parts.get(PROMPTS, {})
     quality = parts[QUALITY]
     tried = [k for k, r in parts.items() if r["tried"]]
     if flipped:
         head = "holds with " + " / ".join(flipped)
+    elif elsewhere:
+        head = "holds only off the paper's point: " + " / ".join(elsewhere)
     elif prompts.get("tried") and prompts.get("projects") == HOLDS:
-        head = "too few prompts"
+        head = prompts["text"].split(":")[0] if prompts["text"].startswith("too few") else "too few prompts"
     elif at_paper_point and quality["tried"] and quality.get("papers_quality"):
         head = "a property of this pair: neither the paper's knobs nor a draft of the papers' quality flips it"
     else:

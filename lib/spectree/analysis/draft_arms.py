@@ -6,7 +6,8 @@ seed-to-seed spread. **One testability standard for drafts** (`below_floor`), ap
 wherever it appears (Table 1's equal-budget EDD against VDM, Table 3's arms, Fig. 5's layers): the comparison's
 EDD draft (its base arm) must reach the shipped EDD's position-1 agreement (the best draft this pair has) less
 TOLERANCE. An arm comparison also needs ≥ MIN_SEEDS training seeds per arm and the seed spread inside the
-comparison's interval. A comparison that misses a premise reads "not testable on this pair", with the measured
+comparison's interval. A comparison that misses a premise reads "not testable with the drafts trained here" (the
+obstacle is this workbook's training budget on a CPU, not the pair), with the measured
 agreements and what would be needed — never a verdict on noise-level drafts.
 
 The agreement comes from code, both sides of a comparison from one source: this run's `acceptance_report` where
@@ -164,8 +165,8 @@ def _key(name: str) -> tuple[str, str]:
 
 
 def arm_claims(plan, table: pd.DataFrame) -> list[dict[str, Any]]:
-    """One claim per comparison (`comparisons`) of `arm_table`'s rows: "not testable on this pair" with the measured
-    agreements and the premises it misses (`NEEDED`); not testable too, saying so, where every premise is met, since
+    """One claim per comparison (`comparisons`) of `arm_table`'s rows: "not testable with the drafts trained here" with
+    the measured agreements and the premises it misses (`NEEDED`); not testable too, saying so, where every premise is met, since
     the per-seed EDD + PCT comparison is not built here; inconclusive (n = 0) where a draft has no measurement."""
     out = []
     for name, paper, base, _ in comparisons(plan):
@@ -176,7 +177,7 @@ def arm_claims(plan, table: pd.DataFrame) -> list[dict[str, Any]]:
             out.append(claim(name, paper, "not scored", unscored(why), key=_key(name)[0], cell=_key(name)[1]))
             continue
         unmet = _unmet(rows)
-        why = ("not testable on this pair: " + "; ".join(unmet) + f" — {NEEDED}" if unmet else
+        why = ("not testable with the drafts trained here: " + "; ".join(unmet) + f" — {NEEDED}" if unmet else
                "not testable here: every premise is met, but the per-seed EDD + PCT comparison is not built")
         agreements = {label: round(float(v), 4) for label, v in rows.groupby("label", sort=False).top1.mean().items()}
         out.append(claim(name, paper, _ours(rows), not_testable(why), key=_key(name)[0], cell=_key(name)[1],

@@ -81,9 +81,11 @@ PAPER_CLAIMS = (
                "draft and target probabilities are strongly correlated", "sampled draft tokens (draft at T = 0.6)",
                confidence=True),
     PaperClaim("dyspec-tables12-specinfer", DYSPEC, "Tables 1–2",
-               "DySpec accepts more per step than SpecInfer-style trees", "budget 64, Alg. 1 uncapped, T = 0 and 0.6"),
+               "DySpec accepts more per step than SpecInfer-style trees",
+               "budget 64, Alg. 1 uncapped, draft sampled at 0.6, target T = 0 and 0.6"),
     PaperClaim("dyspec-tables12-sequoia", DYSPEC, "Tables 1–2",
-               "DySpec accepts about as much per step as Sequoia or more", "budget 64, Alg. 1 uncapped, T = 0 and 0.6"),
+               "DySpec accepts about as much per step as Sequoia or more",
+               "budget 64, Alg. 1 uncapped, draft sampled at 0.6, target T = 0 and 0.6, Sequoia fitted"),
     PaperClaim("dyspec-table5-fewer", DYSPEC, "Table 5", "DFS order needs fewer non-zero mask blocks",
                "random trees of 256–2048 nodes, blocks of 32"),
     PaperClaim("dyspec-table5-grows", DYSPEC, "Table 5", "the saving grows with tree size",
@@ -92,8 +94,9 @@ PAPER_CLAIMS = (
                "real trees after prefixes, blocks of 32"),
     PaperClaim("dyspec-appc-prefix", DYSPEC, "App. C", "a long prefix dilutes the saving",
                "real trees after prefixes, blocks of 32"),
-    PaperClaim("dyspec-table5-faster", DYSPEC, "Table 5", "block-sparse attention runs faster in DFS order",
-               "a block-sparse kernel, trees of 256–2048 nodes"),
+    PaperClaim("dyspec-table5-faster", DYSPEC, "Table 5",
+               "attention that skips empty blocks runs faster in DFS order, faster than dense attention",
+               "a block-sparse kernel against a dense one, trees of 256–2048 nodes"),
     PaperClaim("dyspec-table5-dense", DYSPEC, "Table 5", "dense attention gains nothing from the order",
                "dense attention kernels, trees of 256–2048 nodes"),
     PaperClaim("edd-table1-tau", EDD, "Table 1", "EDD's chain-5 τ above VDM's",
@@ -106,7 +109,7 @@ PAPER_CLAIMS = (
                "s_d/s_t 0.037, PCT width 5 depth 10, EAGLE-2 at PCT's τ"),
     PaperClaim("edd-table2-tau", EDD, "Table 2", "PCT's τ beats VCT's and CAPE's",
                "s_d/s_t 0.037, PCT width 5 depth 10, VCT 3 / 5, CAPE depth 5"),
-    PaperClaim("edd-table3-leaf", EDD, "Table 3", "w/o removing leaf nodes verifies more nodes at the same τ",
+    PaperClaim("edd-table3-leaf", EDD, "Table 3", "w/o removing leaf nodes keeps τ (PCT's leaf removal costs no τ)",
                "s_d/s_t 0.037"),
     PaperClaim("edd-table3-time-gain", EDD, "Table 3", "w/o expected time gain lowers α and τ", "s_d/s_t 0.037"),
     PaperClaim("edd-table3-encoding", EDD, "Table 3", "w/o the encoding result lowers τ",
@@ -119,7 +122,7 @@ PAPER_CLAIMS = (
                "draft arms trained alike, the base arm as good as the shipped EDD"),
     PaperClaim("edd-fig3b-calibrated", EDD, "Fig. 3b", "the draft's confidence is calibrated with acceptance",
                "tokens up to the first rejection, 10 bins", confidence=True),
-    PaperClaim("edd-pct-path", EDD, "§3.3", "a path's acceptance ≈ the product of its confidences",
+    PaperClaim("edd-pct-path", EDD, "§3.2", "a path's acceptance ≈ the product of its confidences",
                "tokens along the draft's paths", confidence=True),
 )
 BY_KEY = {c.key: c for c in PAPER_CLAIMS}
@@ -156,7 +159,8 @@ def score(claim: PaperClaim, readings: list[dict[str, Any]], quality: Optional[M
             notes.append("readings disagree at " + (cell or "the paper's point") + ": " + "; ".join(
                 f"{r['verdict']} ({_label(r)})" for r in group))
     verdict = verdict_over(verdicts) if tallied else INCONCLUSIVE
-    n = min((int(r.get("n") or 0) for r in tallied), default=0)
+    deciding = [r for r in tallied if r["verdict"] == verdict] or tallied  # n of the readings the verdict rests on
+    n = min((int(r.get("n") or 0) for r in deciding), default=0)
     repeats = [r.get("repeat") or "" for r in tallied if r.get("verdict") in (HOLDS, FAILS)]
     repeat = ("" if verdict not in (HOLDS, FAILS) else REPEATS if repeats and all(x == REPEATS for x in repeats)
               else UNSTABLE if UNSTABLE in repeats else NOT_SPLIT)
@@ -171,6 +175,7 @@ def score(claim: PaperClaim, readings: list[dict[str, Any]], quality: Optional[M
     diagnosis = _diagnosis(claim, verdict, tallied, readings, notes)
     first = (tallied or readings or [{}])[0]
     return {"key": claim.key, "paper": claim.paper, "where": claim.where, "claim": claim.claim, "point": claim.point,
+            "read": bool(tallied),
             "words": first.get("paper", ""), "ours": "; ".join((f"{r['cell']}: " if r.get("cell") else "")
                                                               + str(r.get("ours")) for r in tallied),
             "verdict": verdict, "n": n, "repeat": repeat, "cells": verdicts, "diagnosis": diagnosis,
@@ -221,6 +226,11 @@ def unregistered(claims: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 def tally(rows: list[dict[str, Any]]) -> dict[str, int]:
     """{verdict: rows with it}: the scorecard's tally, each claim once."""
     return {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+
+
+def unread_count(rows: list[dict[str, Any]]) -> int:
+    """Rows with no reading at the paper's operating point (inconclusive, n = 0: what differs is in the row)."""
+    return sum(not r["read"] for r in rows)
 
 
 def repeat_count(rows: list[dict[str, Any]]) -> tuple[int, int]:

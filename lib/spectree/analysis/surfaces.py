@@ -33,6 +33,8 @@ import torch
 from scipy import stats
 
 from spectree.analysis.claims import Evidence, claim, enough_units, halves_of, interval_rule, prompts_reading
+from spectree.analysis.diagnosis import PROMPTS, SEED, reading
+from spectree.analysis.verdicts import INCONCLUSIVE
 from spectree.core.manifest import beside, digest, reuse_or_rebuild
 from spectree.core.drafting import TOP_M
 from spectree.core.paths import artifact_path
@@ -205,6 +207,27 @@ def seeds_rule(values, tolerance: float, what: str, level: float = 0.95) -> Evid
                          halves=halves)
 
 
+HEALTHY_P_RANGE = 0.05  # a classifier whose partial dependence on P spans less reads P hardly at all: a degenerate fit
+
+
+def _healthy_reading(readings: pd.DataFrame, key: str, tolerance: float, what: str) -> dict:
+    """The `diagnosis.SEED` reading: the claim re-read on the seeds whose classifier reads P at all (its P range ≥
+    HEALTHY_P_RANGE; C2T's epoch rule, recall first, can choose a near all-positive epoch), where some are not; {}
+    where every seed is healthy."""
+    if "range_P" not in readings:
+        return {}
+    healthy = readings[readings.range_P >= HEALTHY_P_RANGE]
+    if len(healthy) == len(readings):
+        return {}
+    if not len(healthy):
+        return {SEED: reading(f"every one of the {len(readings)} seeds trained a degenerate classifier (P range < "
+                              f"{HEALTHY_P_RANGE:g})", INCONCLUSIVE)}
+    ev = enough_units(seeds_rule(healthy[key], tolerance, what))
+    return {SEED: reading(f"{len(readings) - len(healthy)} of {len(readings)} seeds trained a degenerate classifier "
+                          f"(P range < {HEALTHY_P_RANGE:g}); on the {len(healthy)} others: {ev.verdict} "
+                          f"({_spread(healthy[key])})", ev.verdict, where=f"{len(healthy)} healthy seeds")}
+
+
 def _spread(values) -> str:
     x = np.asarray(values, dtype=float)
     return f"{x.mean():+.3f} (seeds {x.min():+.3f} to {x.max():+.3f})" if len(x) > 1 else f"{x.mean():+.3f}"
@@ -224,13 +247,15 @@ def surface_claims(readings: pd.DataFrame, tolerance: float = 0.01, low_p: float
     (h_lo, *_, h_hi), (d_lo, *_, d_hi) = sorted(FIXED["H"]), sorted(FIXED["d"])
     beside = (lambda key: f"; the shipped classifier {shipped[key]:+.3f}") if shipped else (lambda key: "")
     ranges = ", ".join(f"{f} {readings[f'range_{f}'].mean():.3f}" for f in RANGES)
-    rule = {key: seeds_rule(readings[key], tolerance, what) for key, what in (
-        ("p_dominance", "P's partial-dependence range − the larger of H's and d's"),
-        ("h_gain", f"F(H={h_hi:g}) − F(H={h_lo:g}) at P ≤ {low_p:g}"),
-        ("d_gap_low", f"F(d={d_lo:g}) − F(d={d_hi:g}) at P ≤ {low_p:g}"),
-        ("d_flattening", f"|depth gap| at P ≤ {low_p:g} − |depth gap| at P ≥ {high_p:g}"))}
+    stated = {"p_dominance": "P's partial-dependence range − the larger of H's and d's",
+              "h_gain": f"F(H={h_hi:g}) − F(H={h_lo:g}) at P ≤ {low_p:g}",
+              "d_gap_low": f"F(d={d_lo:g}) − F(d={d_hi:g}) at P ≤ {low_p:g}",
+              "d_flattening": f"|depth gap| at P ≤ {low_p:g} − |depth gap| at P ≥ {high_p:g}"}
+    rule = {key: seeds_rule(readings[key], tolerance, what) for key, what in stated.items()}
     n = len(readings)
-    seeds = {key: {"more prompts": prompts_reading(enough_units(ev), "training seeds")} for key, ev in rule.items()}
+    seeds = {key: {PROMPTS: prompts_reading(enough_units(ev), "training seeds"),
+                   **_healthy_reading(readings, key, tolerance, what)} for key, what, ev in
+             ((k, w, rule[k]) for k, w in stated.items())}
     return [
         claim("joint probability P dominates the classifier (C2T Fig. 9/10)",
               "P has the greatest impact; the fixed-P surfaces are widely spaced",

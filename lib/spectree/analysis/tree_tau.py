@@ -234,7 +234,8 @@ def ablation_claims(table: pd.DataFrame, base: str = SHIPPED) -> list[dict[str, 
         again = None if here_a is None or here_b is None else leaves(here_a, here_b)
         knobs = {} if again is None else {KNOBS: reading(
             f"the one-token forward ratio t_draft(1) / t_target(1) {here_b.ratio:.3f}: {again.verdict} "
-            f"({text(here_a, here_b)})", again.verdict, where=f"the one-token forward ratio {here_b.ratio:.3f}")}
+            f"({text(here_a, here_b)})", again.verdict, where=f"the one-token forward ratio {here_b.ratio:.3f}",
+            off_point=True)}
         out.append(claim(name, table3_paper(LEAVES), f"at s_d/s_t {b.ratio:.3f} (EDD's, l.1388): {text(a, b)}",
                          leaves(a, b), goal="τ within +2% of EDD + PCT's (ours: the paper's 'does not affect the "
                                             "average acceptance length', l.811)",

@@ -52,7 +52,8 @@ def _short(text: str) -> str:
 
 def claims(*keys: str, limit: int = SHOWN_CLAIMS) -> Ours:
     """Ours as the claims whose names contain one of `keys` ("{T}" in a key: the temperature `*` matched, as
-    "0" or "0.6"), in the summary's order: each one's name, `ours` and verdict."""
+    "0" or "0.6"), in the summary's order: each one's name (tagged where it is our bar or a reading off the paper's
+    point, `_tag`), `ours` and verdict."""
     def read(summary: dict[str, Any], part: str) -> str:
         temp = f"{float(part):g}" if re.fullmatch(r"\d+(\.\d+)?", part) else part
         wanted = [k.replace("{T}", temp) for k in keys]
@@ -60,9 +61,17 @@ def claims(*keys: str, limit: int = SHOWN_CLAIMS) -> Ours:
                  and any(k in str(c.get("name", "")) for k in wanted)][:limit]
         if not found:
             raise KeyError(keys)
-        return "; ".join(f"{c['name']}: {_short('—' if c.get('ours') is None else c['ours'])} "
+        return "; ".join(f"{c['name']}{_tag(c)}: {_short('—' if c.get('ours') is None else c['ours'])} "
                          f"(**{verdict_text(c)}**)" for c in found)
     return read
+
+
+def _tag(c: dict[str, Any]) -> str:
+    """How a caption marks a reading that is not a paper claim's tallied verdict: ' [our bar]', or ' [off the paper's
+    point: …]' (the scorecard tallies neither)."""
+    if c.get("kind") == "bar":
+        return " [our bar]"
+    return f" [off the paper's point: {c['off_point']}]" if c.get("off_point") else ""
 
 
 def _facts(*keys: str) -> Ours:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from spectree.analysis.scorecard import PAPERS, repeat_count, scorecard, tally, unregistered
+from spectree.analysis.scorecard import PAPERS, repeat_count, scorecard, tally, unread_count, unregistered
 from spectree.analysis.verdicts import BAR, INCONCLUSIVE, VERDICTS
 
 QUALITY_STEM = "11_draft_quality"  # its summary's `draft_quality`: {scorecard key: {"text", "verdict"}}
@@ -38,8 +38,10 @@ def rows_of(summaries: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 def tally_line(rows: list[dict[str, Any]]) -> str:
     """'paper claims (each once, the scorecard): 12 holds, …'."""
-    counts = tally(rows)
-    return "paper claims (each once, the scorecard): " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS)
+    counts, unread = tally(rows), unread_count(rows)
+    return "paper claims (each once, the scorecard): " + ", ".join(
+        f"{counts[v]} {v}" + (f" ({unread} of them not read at the paper's operating point)"
+                              if v == INCONCLUSIVE and unread else "") for v in VERDICTS)
 
 
 def repeat_line(rows: list[dict[str, Any]]) -> str:

@@ -21,7 +21,8 @@ import pandas as pd
 
 from spectree.analysis.claims import BAR, MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, pooled
 from spectree.analysis.diagnosis import GPU, reading
-from spectree.analysis.sweep_claims import C2T_TABLE_2, DYSPEC_SEQUOIA_SHARE
+from spectree.analysis.stats import DYSPEC_DRAFT_T
+from spectree.analysis.sweep_claims import C2T_TABLE_2, DYSPEC_SEQUOIA_SHARE, GREEDY_DRAFT
 from spectree.analysis.sweeps import gamma_at_tau
 from spectree.core.policy import Policy
 from spectree.speed.bench import HF, HF_PACKED, REFERENCES, Run
@@ -188,18 +189,23 @@ def gunjur_claim(table: pd.DataFrame, rows: pd.DataFrame, temp: float, depth: in
                                              "fixed proposal (Alg. 1)" if temp > 0 else ""))
     at_point = depth == GUNJUR_PAPER_DEPTH and math.isclose(temp, GUNJUR_PAPER_TEMPERATURE)
     saved = ", ".join(f"{k} {gun.loc[k, 'time_saved_pct']:.1f}%" for k in gun.index if k != "Baseline")
+    parts = {m: versus(rows, "dyn width only", m, "n_tokens", "seconds", 1.0, "tokens/s of dyn width only ÷ the "
+                       "other's", strict=True) for m in others}
+    ratios = "; ".join(f"{m} {ev.estimate:.3g}× ({ev.low:.3g}–{ev.high:.3g})" for m, ev in parts.items())
     return [claim(f"Gunjur: dyn width only saves the most time against chain-4 (7.16% vs static 2.3%) (T = {temp:g}, "
                   f"depth {depth})",
-                  GUNJUR_FIG_2, f"time saved against chain-4 at T = {temp:g}, depth {depth}: {saved}"
-                  + (f" (not run: {', '.join(missing)})" if missing else ""),
-                  all_of([versus(rows, "dyn width only", m, "n_tokens", "seconds", 1.0,
-                                 "tokens/s of dyn width only ÷ the other's", strict=True) for m in others], rule),
+                  GUNJUR_FIG_2, f"on this machine's CPU, time saved against chain-4 at T = {temp:g}, depth {depth}: "
+                  f"{saved}" + (f" (not run: {', '.join(missing)})" if missing else "")
+                  + f"; tokens/s of dyn width only ÷ each row's (95% interval over prompts): {ratios}",
+                  all_of(parts.values(), rule),
                   key="gunjur-fig2", cell="live",
                   off_point="" if at_point else f"depth {depth}, T = {temp:g} (the paper's: depth "
                                                 f"{GUNJUR_PAPER_DEPTH}, T = {GUNJUR_PAPER_TEMPERATURE:g})",
                   readings={GPU: priced} if priced else {})]
 
 
+SEQUOIA_HAND_SET = ("Sequoia built from a hand-set positional acceptance (notebook 03's `sequoia_p`), not one fitted "
+                    "to this draft at this temperature")
 DYSPEC_PAPER_BUDGET = 64  # DySpec Tables 1–2: "the maximum draft token tree size is set to 64" (s2 l.210)
 DYSPEC_VS_SEQUOIA = ('"DySpec consistently outperforms both Sequoia and Specinfer" (DySpec Tables 1–2): at least 98% '
                      "of Sequoia's τ in all 12 cells (ahead in 9, behind in 3: Table 1's OWT T = 0 3.79 vs 3.81, CNN "
@@ -207,19 +213,25 @@ DYSPEC_VS_SEQUOIA = ('"DySpec consistently outperforms both Sequoia and Specinfe
 
 
 def temperature_claims(table: pd.DataFrame, rows: pd.DataFrame, temp: float, budget: int,
-                       policies: Optional[Mapping[str, Policy]] = None, priced_on: str = "") -> list[dict[str, Any]]:
+                       policies: Optional[Mapping[str, Policy]] = None, priced_on: str = "",
+                       sequoia_fitted: bool = False) -> list[dict[str, Any]]:
     """The claims one temperature's live table reads: Gunjur's Fig. 2 (`gunjur_claim`; the main table's Gunjur rows
     are at the profile's depth and temperature) and DySpec's Tables 1–2 against SpecInfer-style trees and Sequoia
-    of the same budget, at the paper's point when the budget is 64 and DySpec is Alg. 1 uncapped (K = m)."""
+    of the same budget, at the paper's point when the budget is 64, DySpec is Alg. 1 uncapped (K = m) and its draft
+    is sampled at 0.6 (the T = 0.6 run); Sequoia only when `sequoia_fitted` (its positional acceptance measured for
+    this draft at this temperature, as Sequoia builds its trees)."""
     t, out, policies = table.set_index("method"), [], policies or {}
     tree = policies.get("dyn width only")
     out += gunjur_claim(table, rows, temp, getattr(tree, "d_max", GUNJUR_PAPER_DEPTH), priced_on)
     ds, si, sq = f"DySpec m={budget}", f"SpecInfer-style m={budget}", f"Sequoia n={budget}"
     dyspec = policies.get(ds)
     capped = dyspec is not None and dyspec.K < budget
+    draft = ("" if math.isclose(temp, DYSPEC_DRAFT_T) else GREEDY_DRAFT if temp == 0 else
+             f"the draft sampled at T = {temp:g} (the paper's {DYSPEC_DRAFT_T:g}, s2 l.192)")
     off = "; ".join(x for x in (f"m = {budget} (the paper's {DYSPEC_PAPER_BUDGET})" if budget != DYSPEC_PAPER_BUDGET
-                                else "", f"K capped at {dyspec.K} (Alg. 1 has no cap)" if capped else "") if x)
-    cell = f"T = {temp:g} (live)"
+                                else "", f"K capped at {dyspec.K} (Alg. 1 has no cap)" if capped else "", draft) if x)
+    sequoia_off = "; ".join(x for x in (off, "" if sequoia_fitted else SEQUOIA_HAND_SET) if x)
+    cell = f"T = {temp:g}"
     if {ds, si} <= set(t.index):
         out.append(claim(f"DySpec accepts more per step than SpecInfer-style trees of the same budget (T = {temp:g})",
                          DYSPEC_VS_SPECINFER, f"T = {temp:g}, m = {budget}: τ {t.loc[ds, 'tau']:.2f} vs "
@@ -233,7 +245,7 @@ def temperature_claims(table: pd.DataFrame, rows: pd.DataFrame, temp: float, bud
                                             f"{t.loc[sq, 'tau']:.2f}",
                          versus(rows, ds, sq, "tau_sum", "forwards", DYSPEC_SEQUOIA_SHARE, "τ(DySpec) ÷ τ(Sequoia)"),
                          goal=f"τ ≥ {DYSPEC_SEQUOIA_SHARE:.0%} of Sequoia's: the least share in the paper's tables",
-                         key="dyspec-tables12-sequoia", off_point=off, cell=cell))
+                         key="dyspec-tables12-sequoia", off_point=sequoia_off, cell=cell))
     return out
 
 

@@ -100,7 +100,8 @@ def gunjur_strategies(depth: int = GUNJUR_PAPER_DEPTH, guard: Optional[int] = No
         "simple cutoff": NaiveWidth(k=1, d=10, cutoff=1.0),  # Gunjur's: chain:k=10,stop=entropy, top-1 at T > 0
         "naive width": NaiveWidth(k=4, d=10, cutoff=1.0),  # Gunjur Fig. 5: simple cutoff's chain, top 4 at its end
         "dyn width only": EntropyBranching(d=depth),
-        "dyn width + depth": EntropyBranching(d=2 * depth, cutoff=2.5),  # the paper gives no depth rule
+        # the paper gives no depth rule (s1 l.149–151): a branch stops where H > 2.5, up to dyn width only's depth
+        "dyn width + depth": EntropyBranching(d=depth, cutoff=2.5),
     }
     if guard is not None:  # the paper fixes no node count (s1 l.149): its tree, not the CPU, sets the guard
         for label in ("dyn width only", "dyn width + depth"):

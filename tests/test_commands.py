@@ -24,7 +24,7 @@ from spectree.drafts import pairs
 
 pytestmark = pytest.mark.filterwarnings("ignore:the machine was busy")  # bench's timings: not what is tested here
 
-COMMANDS = ("acceptance", "bench", "lossless", "log", "replay", "train", "tune")
+COMMANDS = ("acceptance", "bench", "lossless", "log", "replay", "strategies", "train", "try", "tune")
 KINDS = {  # kind → draft spec ({draft}: the hf: folder, {head}: the EAGLE head folder)
     "layerskip": "layerskip:1",
     "edd": "edd:tiny-edd",
@@ -227,8 +227,26 @@ def tune(world: World, kind: str, tmp_path: Path, capsys, monkeypatch) -> None:
     assert "--speculative-num-steps" in printed.split("the best setting as sglang takes it:")[1]
 
 
+def try_(world: World, kind: str, tmp_path: Path, capsys, monkeypatch) -> None:
+    """One prompt, HF generate beside one policy: τ, γ, the speedup (a mix draft's: not measured) and its output
+    identical to HF's."""
+    printed = served(run(["try", PROMPTS[0], "--pair", world.pair(kind), "--strategy", STRATEGIES[1],
+                          "--max-new-tokens", str(NEW)]))
+    assert "identical to HF generate: True" in printed and "τ = " in printed and "γ = " in printed, printed
+    assert ("speedup vs HF generate: not measured" in printed) == is_mix(kind)
+
+
+def strategies(world: World, kind: str, tmp_path: Path, capsys, monkeypatch) -> None:
+    """No pair: the listing of every registered spec, whatever the kind (tests/cli/test_cli_help.py checks it)."""
+    from spectree.strategies import REGISTRY
+
+    forbid_loading(monkeypatch)
+    printed = served(run(["strategies"]))
+    assert all(f"\n  {name}" in printed for name in REGISTRY)
+
+
 CHECKS = {"acceptance": acceptance, "bench": bench, "lossless": lossless, "log": log, "replay": replay,
-          "train": train, "tune": tune}
+          "strategies": strategies, "train": train, "try": try_, "tune": tune}
 
 
 def test_every_command_is_checked():
@@ -300,7 +318,7 @@ def test_tune_confirm_decodes_the_best_and_the_default_live_on_prompts_it_did_no
     assert "leave out --cost-model" in refuse([*argv, "--confirm-prompts", f"jsonl:{held}", "--cost-model",
                                                str(curve)], capsys, world.home)
     monkeypatch.undo()
-    printed = served(run([*argv, "--confirm-prompts", f"jsonl:{held}", "--max-new-tokens", "6", "--json", str(out)]))
+    printed = served(run([*argv, "--confirm-prompts", f"jsonl:{held}", "--positions", "6", "--json", str(out)]))
     assert "live on 2 held-out prompts, speedup over our AR loop on this machine:" in printed
     rows = json.loads(out.read_text())["confirm"]["rows"]
     assert [r["setting"] for r in rows][0] == "best" and len(rows) in (1, 2)

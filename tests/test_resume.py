@@ -181,7 +181,7 @@ def test_ctrl_c_in_any_command_prints_one_line_and_exits_130(command, monkeypatc
 
     monkeypatch.setitem(cli.COMMANDS, command, interrupted)
     argv = {"replay": ["replay", "somewhere"], "train": ["train", "--name", "x"],
-            "tune": ["tune", "--engine", "sglang"]}.get(command, [command])
+            "tune": ["tune", "--engine", "sglang"], "try": ["try", "hello"]}.get(command, [command])
     assert cli.main(argv) == 130
     assert capsys.readouterr().err == "spectree: interrupted\n"
 

@@ -331,7 +331,7 @@ def prompt_set_identity(spec: str, root: Path | None = None) -> str:
 
 CHAT_ENV = "SPECTREE_CHAT"  # how prompts become ids: auto (the default), yes or no (`chat_mode`); spawned workers inherit it
 CHAT_MODES = ("auto", "yes", "no")
-said_raw: set[str] = set()  # the raw-text notes this process (this CLI command) has printed (`check_prompts`)
+said_raw: set[str] = set()  # the raw-text notes this process (this CLI command) has printed (`say_raw`)
 
 
 def chat_mode() -> str:
@@ -375,9 +375,7 @@ def check_prompts(prompts: list[Prompt], tokenizer: Any, config: Any, max_new_to
     """Every prompt, chat template applied (or as raw text, `chat_ids`), checked against the target
     (`decode.check_prompt`: not empty, in its vocabulary, and with max_new_tokens and the deepest tree node inside
     its context window); a refusal names the prompt. Where prompts go in as raw text, a note says so once per run
-    (on stderr, by the process that checks them first: not again in a spawned worker)."""
-    import multiprocessing
-
+    (`say_raw`)."""
     from spectree.core.decode import check_prompt
 
     chat = uses_chat(tokenizer)  # `--chat` on a tokenizer without a template: refused once, for every prompt
@@ -386,11 +384,19 @@ def check_prompts(prompts: list[Prompt], tokenizer: Any, config: Any, max_new_to
             check_prompt(config, chat_ids(tokenizer, prompt.text), max_new_tokens, depth, new_tokens)
         except SpectreeError as err:
             raise SpectreeError(f"prompt {prompt.key}: {err}") from None
-    if prompts and not chat and multiprocessing.parent_process() is None:
-        why = "--no-chat" if chat_mode() == "no" else "the target's tokenizer has no chat template (a base model)"
-        if why not in said_raw:
-            said_raw.add(why)
-            print(f"spectree: prompts go in as raw text, BOS as the tokenizer adds it: {why}", file=sys.stderr)
+    if prompts and not chat:
+        say_raw()
+
+
+def say_raw() -> None:
+    """The note that prompts (or `train`'s text) go in as raw text, BOS as the tokenizer adds it: printed once per
+    command, on stderr, by the process that formats them first (not again in a spawned worker)."""
+    import multiprocessing
+
+    why = "--no-chat" if chat_mode() == "no" else "the target's tokenizer has no chat template (a base model)"
+    if why not in said_raw and multiprocessing.parent_process() is None:
+        said_raw.add(why)
+        print(f"spectree: prompts go in as raw text, BOS as the tokenizer adds it: {why}", file=sys.stderr)
 
 
 def conversation_text(tokenizer: Any, conversation: list[dict]) -> str:

@@ -17,6 +17,7 @@ from spectree.analysis import sparsity_claims, surfaces
 from spectree.analysis.acceptance import draft_claims, pooled_report
 from spectree.speed.bench import HF, Run
 from spectree.speed.speed_claims import speed_claims
+from spectree.speed.tables import budget_labels
 
 LIB = Path(__file__).resolve().parents[2] / "lib" / "spectree"
 
@@ -358,7 +359,7 @@ def test_speed_claims_compare_dyspec_with_specinfer_of_the_same_budget_per_promp
     name = "DySpec accepts more per step than SpecInfer-style trees of the same budget (T = 0)"
 
     def runs(dyspec_tau):
-        out = _runs({"DySpec m=8": 3.0, "SpecInfer-style m=8": 3.0})
+        out = _runs({"DySpec m=8": 3.0, budget_labels(8)["sequences"]: 3.0})  # SpecInfer-style k=2 d=4
         for r in out:
             r.tau_sum = int(r.forwards * (dyspec_tau if r.strategy == "DySpec m=8" else 2.0)) + len(r.prompt) % 3
         return out
@@ -374,7 +375,7 @@ def test_speed_claims_compare_dyspec_with_specinfer_of_the_same_budget_per_promp
     from spectree.strategies import DySpec
 
     def at64(K, temp=0.6):
-        out = _runs({"DySpec m=64": 3.0, "SpecInfer-style m=64": 3.0})
+        out = _runs({"DySpec m=64": 3.0, budget_labels(64)["sequences"]: 3.0})
         for r in out:
             r.tau_sum = int(r.forwards * (2.5 if r.strategy == "DySpec m=64" else 2.0)) + len(r.prompt) % 3
         return {c["name"]: c for c in speed_claims({temp: out}, budget=64,
@@ -438,7 +439,7 @@ def _c2t_runs(shares: dict, e2_tau: float = 2.3, e2_gamma: float = 32.0, prompts
     rng = np.random.default_rng(3)
     out = []
     for i in range(prompts):
-        for label, (tau, gamma) in {"EAGLE-2 N=33": (e2_tau, e2_gamma), **shares}.items():
+        for label, (tau, gamma) in {budget_labels(32)["eagle2"]: (e2_tau, e2_gamma), **shares}.items():
             j = rng.uniform(0.98, 1.02)
             out.append(Run(label, f"p{i}", "c", list(range(64)), 1.0, 20, round(20 * tau * j), round(20 * gamma * j),
                            0.3, 0.6, 0.01))

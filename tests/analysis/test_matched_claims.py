@@ -172,18 +172,18 @@ def test_half_the_nodes_is_read_against_eagle2_s_curve_at_pct_s_tau_not_at_n_50(
 def test_pct_is_judged_at_the_paper_s_ratio_and_read_at_this_machine_s_beside():
     table = _edd_table(3.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 3.2, 4.5)], machine=(2.2, 6.0, 3.0))
     claims = S.edd_claims(table)
-    assert verdicts(claims)[2] == "holds" and "s_d/s_t 0.037" in claims[2]["ours"]
+    assert verdicts(claims)[2] == "holds" and "s_d/s_t (paper, 7B) 0.037" in claims[2]["ours"]
     failing = S.edd_claims(_edd_table(1.5, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0)], machine=(2.2, 6.0, 3.0)))[2]
     assert failing["verdict"] == "does not hold"  # τ 1.5 vs VCT's 1.8
     knobs = failing["readings"][S.KNOBS]
-    assert knobs["text"].startswith("read at the paper's s_d/s_t 0.037") and \
-        "the one-token forward ratio 0.2: holds" in knobs["text"]
+    assert knobs["text"].startswith("read at s_d/s_t (paper, 7B) 0.037") and \
+        "s_d/s_t (one-token forward ratio t_draft(1)/t_target(1)) 0.200: holds" in knobs["text"]
     # another s_d/s_t that holds is named in the opening, as the reading that flips it (the tallied one stays 0.037)
     assert failing["diagnosis"].startswith(
-        "holds only off the paper's point: knobs (the one-token forward ratio 0.2)")
+        "holds only off the paper's point: knobs (s_d/s_t (one-token forward ratio t_draft(1)/t_target(1)) 0.200)")
     swapped = table.assign(params=[{**p, "ratio": {0.037: 0.2, 0.2: 0.037}.get(p.get("ratio"), p.get("ratio"))}
                                    for p in table.params])
-    assert S.edd_claims(swapped)[0]["ours"].startswith("PCT (s_d/s_t 0.037)")  # the row at 0.037 is the verdict
+    assert S.edd_claims(swapped)[0]["ours"].startswith("PCT at s_d/s_t (paper, 7B) 0.037")  # the row at 0.037 is the verdict
 
 
 # --- DySpec Tables 1–2: trees of one budget ------------------------------------------------------------------

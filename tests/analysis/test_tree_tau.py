@@ -111,10 +111,10 @@ def test_leaf_claim_reads_only_tau_and_time_gain_is_never_a_verdict():
     failing = ablation_claims(_table(_row(SHIPPED, 3.0), _row(LEAVES, 3.3, gamma=9.0), _row(SHIPPED + MACHINE, 3.0,
                               ratio=0.2), _row(LEAVES + MACHINE, 3.01, gamma=9.0, ratio=0.2)))[0]
     assert failing["verdict"] == "does not hold"
-    assert failing["readings"]["knobs"]["text"].startswith("the one-token forward ratio t_draft(1) / t_target(1) "
+    assert failing["readings"]["knobs"]["text"].startswith("s_d/s_t (one-token forward ratio t_draft(1)/t_target(1)) "
                                                            "0.200: holds")
     assert failing["diagnosis"].startswith(
-        "holds only off the paper's point: knobs (the one-token forward ratio 0.200)")
+        "holds only off the paper's point: knobs (s_d/s_t (one-token forward ratio t_draft(1)/t_target(1)) 0.200)")
     missing = ablation_claims(_table(_row(SHIPPED, 3.0)))
     assert [c["verdict"] for c in missing] == ["inconclusive", "not testable"] and missing[0]["n"] == 0
     assert table3_paper("w/o encoding result, self data").startswith("2.58x") and table3_paper("other") == "—"

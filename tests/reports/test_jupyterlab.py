@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from spectree.reports.gallery import quiet_lab_settings, wait_drawn
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +54,7 @@ def lab(tmp_path):
     port, token = free_port(), "spectree-test"
     env = {**os.environ, **{k: str(tmp_path / k.lower()) for k in (
         "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR")}}
+    quiet_lab_settings(Path(env["JUPYTERLAB_SETTINGS_DIR"]))  # no news / update toast over the screenshot
     log = open(tmp_path / "lab.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
@@ -131,6 +134,7 @@ def test_moving_beta_in_jupyterlab_shows_the_replay_numbers(lab):
         shots = os.environ.get("SPECTREE_SCREENSHOT_DIR")  # README gallery: SPECTREE_SCREENSHOT_DIR=figures/gallery
         if shots:
             slider.scroll_into_view_if_needed()
+            wait_drawn(page)  # the plot redrawn for the new β, the kernel idle
             page.screenshot(path=str(Path(shots) / "explorer_jupyterlab.png"))
         browser.close()
     assert after == expected and after != before, (before, after, expected)

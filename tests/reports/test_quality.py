@@ -97,7 +97,10 @@ def test_the_agreement_a_speedup_needs_is_interpolated_or_out_of_range():
     assert projection.agreement_needed(best, 2.0)["agreement"] == pytest.approx(0.7)  # 1.6 → 2.4 between 0.6 and 0.8
     assert projection.agreement_needed(best, 1.2)["text"].startswith("≤ 0.40")
     out = projection.agreement_needed(best, 3.0)
-    assert out["agreement"] is None and "best 2.40× at agreement 0.80" in out["text"]
+    assert out["agreement"] is None and "best 2.40× vs our AR loop at agreement 0.80" in out["text"]
+    # read vs HF generate with our AR loop's live ratio: 2.0 / 1.25 = 1.6 vs our AR loop, reached at 0.6
+    vs_hf = projection.agreement_needed(best, 2.0, ar_over_hf=1.25)
+    assert vs_hf["agreement"] == pytest.approx(0.6) and vs_hf["baseline"] == "vs HF generate"
 
 
 def test_the_projection_check_reads_each_live_run_over_our_ar_loop_and_reports_the_worst():

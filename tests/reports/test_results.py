@@ -338,3 +338,13 @@ def test_a_notebook_that_recorded_an_error_says_so_in_its_section(workbook):
     section = text.split("## 04_gamma", 1)[1].split("\n## ", 1)[0]
     assert "**This notebook recorded an error**: replay: a node at depth 2 was not expanded in the logbook" in section
     assert "recorded an error" not in text.split("## 02_beta", 1)[1].split("\n## ", 1)[0]
+
+
+def test_a_summary_table_renders_no_column_empty_in_every_row():
+    """Notebook 03's `projected` was NaN in every row of an unpriced run: RESULTS.md leaves such a column out."""
+    from spectree.reports.results import _markdown_table
+
+    rows = [{"method": "HF generate", "speedup": 1.0, "projected": float("nan"), "gone": None},
+            {"method": "chain-2", "speedup": 1.6, "projected": "nan", "gone": None}]
+    head = _markdown_table("t", rows)[2]
+    assert head == "| method | speedup |"

@@ -9,7 +9,7 @@ def test_equal_budget_rows_draft_budget_tokens_and_dyspec_runs_alg1_uncapped(bud
     """DySpec's row is Alg. 1 as written (K = m: no child cap) at the budget; the threshold tree keeps the profile's K
     (at least 8); both go to depth max(11, the profile's depth) (`DYSPEC_DEPTH`: its trees are rarely deeper)."""
     policies = speed_strategies(0.1, "0.6/0.2", None, budget=budget, K=K, depth=depth)
-    dyspec, eagle2 = policies[f"DySpec m={budget}"], policies[f"EAGLE-2 N={budget + 1}"]
+    dyspec, eagle2 = policies[f"DySpec m={budget}"], policies[f"EAGLE-2 N={budget + 1} (γ {budget})"]
     assert dyspec.m == budget and eagle2.verified() - 1 == budget  # N counts the root: budget drafts, as DySpec's m
     assert policies[f"Sequoia n={budget}"].n == budget
     threshold = policies["DySpec threshold"]

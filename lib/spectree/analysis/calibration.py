@@ -15,6 +15,7 @@ import pandas as pd
 from spectree.analysis.claims import MIN_PROMPTS, claim, halves_of, prompt_interval_rule
 from spectree.analysis.rules import cluster_interval, prompt_codes, prompt_sums
 from spectree.strategies.pct import PCT, expands, keeps_leaf
+from spectree.analysis.names import paper_kind, sd_st
 
 
 EDD_13B_RATIO = 1.4 / 50.1  # s_d/s_t of EDD + LLaMA2-Chat 13B, Fig. 3b's pair (s3 l.1388)
@@ -128,7 +129,8 @@ def calibration_diagrams(tokens: pd.DataFrame, n_bins: int = 10, classifier: Opt
     if len(chain) and chain.depth.max() > 1:
         pct = pct_chain_tokens(tokens, pct_ratio)
         path = "joint probability P = ∏ confidence"
-        specs += [(f"joint P, chain tokens PCT drafts (s_d/s_t {pct_ratio:.3f}; verdict)", path, pct.joint,
+        named = sd_st(paper_kind(pct_ratio) or "one-token", pct_ratio)
+        specs += [(f"joint P, chain tokens PCT drafts ({named}; verdict)", path, pct.joint,
                    pct.accept, pct.prompt, ("PCT: path acceptance ≈ product of confidences",
                                             "“p_j ≈ ∏_{i=1}^j c_i” (§3.2; no ECE reported)", None,
                                             "edd-pct-path")),

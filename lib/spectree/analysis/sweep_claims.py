@@ -20,6 +20,7 @@ from spectree.analysis.claims import (MIN_PROMPTS, Evidence, all_of, bootstrap_r
 from spectree.analysis.diagnosis import KNOBS, reading
 from spectree.analysis.sweeps import scored
 from spectree.analysis.verdicts import HOLDS, side
+from spectree.analysis.names import paper_kind, sd_st
 
 # the papers' words, quoted once: notebook 02's and 03's claims read them
 C2T_TABLE_2 = '"stably utilizes 75% to 80% of γ while keeping τ unchanged" (C2T Table 2)'
@@ -247,8 +248,12 @@ def _edd_evidence(pct: Optional[pd.Series], table: pd.DataFrame) -> list[Evidenc
             matched_rule(one, e2_sweep, sweeps.alpha_gain, 0.0, "α(PCT) − α(EAGLE-2 at PCT's τ, N interpolated)")]
 
 
-def _ratio(row: Optional[pd.Series]) -> str:
-    return "—" if row is None else f"{row.params.get('ratio'):g}"
+def _ratio(row: Optional[pd.Series], kind: str = "one-token") -> str:
+    """PCT's s_d/s_t of a scored row, named (`names.sd_st`): the paper's where it is one, else `kind`'s."""
+    if row is None:
+        return "s_d/s_t —"
+    value = float(row.params.get("ratio"))
+    return sd_st(paper_kind(value) or kind, value)
 
 
 PCT_DEPTH = 10  # PCT's maximum depth in EDD's experiments (EDD l.1386: width 5, depth 10)
@@ -265,26 +270,27 @@ def _depth_cap(pct: Optional[pd.Series]) -> str:
     return f"PCT cut at depth {depth} (the paper's {PCT_DEPTH}), which its trees reached: the logbook's depth"
 
 
-def edd_claims(table: pd.DataFrame) -> list[dict[str, Any]]:
+def edd_claims(table: pd.DataFrame, machine_kind: str = "one-token") -> list[dict[str, Any]]:
     """EDD Table 2 and §4.3.1 on EDD's trees, PCT at the paper's s_d/s_t (0.037, EDD l.1388: τ and γ do not depend
     on the machine): PCT's α against EAGLE-2's as EDD ran it (10 per expansion, depth 6, 50 tokens; the depth
     EAGLE-2 reaches shown), and along EAGLE-2's N curve at PCT's τ as a second reading; PCT's γ against the γ
     EAGLE-2's N curve needs to reach PCT's τ ("about half the number of nodes while achieving a competitive average
     acceptance length", read at matched τ); PCT's τ against the better of VCT and CAPE. PCT at any other s_d/s_t
-    scored (the one-token forward ratio of this machine, t_draft(1) / t_target(1)) is a `diagnosis.KNOBS` reading."""
+    scored is a `diagnosis.KNOBS` reading, named as `machine_kind` says (`names.SD_ST`: notebook 02's is the one-token
+    forward ratio t_draft(1) / t_target(1), notebook 11's the ratio measured as PCT does)."""
     pct, others = _pct_rows(table)
     evidence, e2_sweep = _edd_evidence(pct, table), scored(table, "edd_table2", "eagle2")
     again = [(r, _edd_evidence(r, table)) for r in others]
     fmts = ("+.3f", ".0%", "+.3f")
-    at_paper = f"read at the paper's s_d/s_t {_ratio(pct)}"
-    readings = [{KNOBS: knobs_reading(at_paper, [(f"the one-token forward ratio {_ratio(r)}", evs[i], fmts[i])
+    at_paper = f"read at {_ratio(pct)}"
+    readings = [{KNOBS: knobs_reading(at_paper, [(_ratio(r, machine_kind), evs[i], fmts[i])
                                                  for r, evs in again])} if again else {} for i in range(3)]
     readings[0][KNOBS + " (EAGLE-2's N curve)"] = reading(
         f"α(PCT) − α(EAGLE-2 at PCT's τ, {len(e2_sweep)} sizes, N interpolated): {evidence[3].verdict} "
         f"({_reading(evidence[3], '+.3f')})", evidence[3].verdict, where="EAGLE-2 read at PCT's τ", off_point=True)
     e2 = _pick(table, "edd_table2", "eagle2", N=sweeps.EDD_EAGLE2[2])
     off = _depth_cap(pct)
-    at = f"PCT (s_d/s_t {_ratio(pct)})"
+    at = f"PCT at {_ratio(pct)}"
     unmatched = (f"; at EDD's EAGLE-2 10/6/50 (unmatched, not the verdict): τ {pct.tau:.3f} vs {e2.tau:.3f}, γ "
                  f"{pct.gamma:.2f} vs {e2.gamma:.2f}" if pct is not None and e2 is not None else "")
     vct, cape = _pick(table, "edd_table2", "vct"), _pick(table, "edd_table2", "cape")
@@ -394,6 +400,8 @@ def _tau(row: Optional[pd.Series]) -> str:
     return "—" if row is None else f"{row.tau:.3f}"
 
 
-def collect_claims(table: pd.DataFrame, caps: Optional[pd.DataFrame] = None) -> list[dict[str, Any]]:
-    """Every claim the standard sweeps check, in paper order (`caps`: `sweeps.dyspec_caps`, for DySpec's claims)."""
-    return c2t_claims(table) + chain_claims(table) + edd_claims(table) + budget_claims(table, caps)
+def collect_claims(table: pd.DataFrame, caps: Optional[pd.DataFrame] = None, machine_kind: str = "one-token"
+                   ) -> list[dict[str, Any]]:
+    """Every claim the standard sweeps check, in paper order (`caps`: `sweeps.dyspec_caps`, for DySpec's claims;
+    `machine_kind`: what PCT's second s_d/s_t is, `edd_claims`)."""
+    return c2t_claims(table) + chain_claims(table) + edd_claims(table, machine_kind) + budget_claims(table, caps)

@@ -38,6 +38,7 @@ from spectree.core.decode import Prefill, speculative_generate
 from spectree.core.errors import SpectreeError, TreeTooLarge
 from spectree.core.policy import Policy, Rows
 from spectree.prompts import Prompt, chat_ids
+from spectree.analysis.names import paper_kind, sd_st
 from spectree.strategies.pct import PCT
 
 STEP_COLUMNS = ["prompt", "dataset", "category", "position", "tau", "gamma", "depth"]  # as `sweeps.STEP_COLUMNS`
@@ -233,10 +234,11 @@ def ablation_claims(table: pd.DataFrame, base: str = SHIPPED) -> list[dict[str, 
         here_a, here_b = _row(table, LEAVES + MACHINE), _row(table, base + MACHINE)
         again = None if here_a is None or here_b is None else leaves(here_a, here_b)
         knobs = {} if again is None else {KNOBS: reading(
-            f"the one-token forward ratio t_draft(1) / t_target(1) {here_b.ratio:.3f}: {again.verdict} "
-            f"({text(here_a, here_b)})", again.verdict, where=f"the one-token forward ratio {here_b.ratio:.3f}",
+            f"{sd_st('one-token', here_b.ratio)}: {again.verdict} "
+            f"({text(here_a, here_b)})", again.verdict, where=sd_st("one-token", here_b.ratio),
             off_point=True)}
-        out.append(claim(name, table3_paper(LEAVES), f"at s_d/s_t {b.ratio:.3f} (EDD's, l.1388): {text(a, b)}",
+        at = sd_st(paper_kind(b.ratio) or "one-token", b.ratio)
+        out.append(claim(name, table3_paper(LEAVES), f"at {at}: {text(a, b)}",
                          leaves(a, b), goal="τ within +2% of EDD + PCT's (ours: the paper's 'does not affect the "
                                             "average acceptance length', l.811)",
                          key="edd-table3-leaf", readings=knobs, gamma_ratio=float(a.gamma / b.gamma)))

@@ -23,15 +23,16 @@ def _policies(specs: list[str]) -> dict:
     return {s: parse_strategy(s) for s in specs}
 
 
-def _checked_prompts(args, depth: int) -> list:
-    """`--prompts`, each checked against `--pair`'s target with `--max-new-tokens` and trees `depth` deep (its
-    tokenizer and config only: before any model loads); a bad pair is named before a bad prompt spec."""
+def _checked_prompts(args, depth: int, new_tokens: str = "--max-new-tokens") -> list:
+    """`--prompts`, each checked against `--pair`'s target with `--max-new-tokens` (`new_tokens`: the flag that sets
+    it) and trees `depth` deep (its tokenizer and config only: before any model loads); a bad pair is named before a
+    bad prompt spec."""
     from spectree.drafts.pairs import check_pair_name, check_pair_prompts
     from spectree.prompts import parse_prompt_spec
 
     args.pair = check_pair_name(args.pair)  # parsed and checked once: a `Pair` from here down
     prompts = parse_prompt_spec(args.prompts)
-    check_pair_prompts(args.pair, prompts, args.max_new_tokens, depth, new_tokens="--max-new-tokens")
+    check_pair_prompts(args.pair, prompts, args.max_new_tokens, depth, new_tokens=new_tokens)
     return prompts
 
 
@@ -203,7 +204,7 @@ def _tune_logbook(args, engine) -> tuple[Path, Optional[list]]:
         raise SpectreeError("give --logbook, or --pair and --prompts (logged first)")
     from spectree.reports.tune import spread
 
-    return None, spread(_checked_prompts(args, engine.log.d_max), args.max_prompts)
+    return None, spread(_checked_prompts(args, engine.log.d_max, "--positions"), args.max_prompts)
 
 
 def _confirm_prompts(args, path: Optional[Path], prompts: Optional[list], engine) -> list:
@@ -218,7 +219,7 @@ def _confirm_prompts(args, path: Optional[Path], prompts: Optional[list], engine
     logged = {p.key for p in prompts} if prompts is not None else {lp.prompt.key for lp in read_logbook(path)}
     pair = args.pair or LogConfig(**json.loads((path / "config.json").read_text())).pair  # a Pair, or the logbook's
     held = held_out_prompts(logged, args.confirm, args.confirm_prompts)
-    check_pair_prompts(pair, held, args.max_new_tokens, engine.log.d_max, new_tokens="--max-new-tokens")
+    check_pair_prompts(pair, held, args.max_new_tokens, engine.log.d_max, new_tokens="--positions")
     return held
 
 

@@ -4,10 +4,12 @@
 The drafts are scored on the target's greedy output, which is far more predictable than ShareGPT's human
 and ChatGPT text the first drafts were trained on. Here the frozen target answers ShareGPT prompts (first
 human turns, never MT-bench or HumanEval: those are the held-out sets) greedily, in batches; the chat
-prompt plus the answer is one training sequence. Generation is slow on a CPU, so it runs in shards of
-`shard` prompts saved atomically under data/cache/train/: an interrupted run resumes at the next shard,
-and a later run with more prompts reuses the shards already made. The folder's manifest records what the
-answers are made from; shards made from anything else are removed and made again (`target_answers`).
+prompt plus the answer is one training sequence. Text goes in as decoding feeds prompts (`prompts.chat_ids`):
+through the chat template, or as raw text where the target's tokenizer has none (a base model,
+`prompts.uses_chat`). Generation is slow on a CPU, so it runs in shards of `shard` prompts saved atomically
+under data/cache/train/: an interrupted run resumes at the next shard, and a later run with more prompts
+reuses the shards already made. The folder's manifest records what the answers are made from; shards made
+from anything else are removed and made again (`target_answers`).
 
 Which prompts a run trained on is recorded too (`drafts.provenance`): the ShareGPT record ids of the conversations
 its windows came from (`sharegpt_window_sources`) and the ids of the prompts the target answered
@@ -30,7 +32,7 @@ from spectree.core.errors import SpectreeError
 from spectree.core.manifest import (beside, inside, matches, resume_or_restart, reuse_or_rebuild, source_name,
                                     write_manifest)
 from spectree.core.paths import atomic_write_bytes, atomic_write_npy, atomic_write_text, cache_dir
-from spectree.prompts import chat_ids, conversation_text, load_prompts, load_sharegpt_conversations
+from spectree.prompts import chat_ids, conversation_text, load_prompts, load_sharegpt_conversations, uses_chat
 
 # prompt sources and their longest prompt (chat template included): function prompts carry a docstring
 MAX_PROMPT_TOKENS = {"sharegpt": 160, "pystdlib": 320}
@@ -38,7 +40,7 @@ SOURCES = tuple(MAX_PROMPT_TOKENS)
 
 
 def sharegpt_chunks(tokenizer, seq_len: int, seed: int, n_chunks: int) -> list[list[int]]:
-    """`n_chunks` token windows of length seq_len from chat-templated ShareGPT conversations, in an
+    """`n_chunks` token windows of length seq_len from ShareGPT conversations (`conversation_ids`), in an
     order fixed by `seed` (conversations shuffled, each cut into consecutive windows). Tokenising takes
     minutes, so the windows are cached (data/cache/train/, atomic .npy, with the record id of each window's
     conversation beside them) for the next run or resume. The cache is internal and a pure function of its
@@ -70,7 +72,14 @@ def _chunks_path(seq_len: int, seed: int, n_chunks: int) -> Path:
 
 
 def _chunks_manifest(tokenizer, seq_len: int, seed: int, n_chunks: int) -> dict:
-    return {"seq_len": seq_len, "seed": seed, "n_chunks": n_chunks, "tokenizer": source_name(tokenizer)}
+    return {"seq_len": seq_len, "seed": seed, "n_chunks": n_chunks, "tokenizer": source_name(tokenizer),
+            **_raw_mark(tokenizer)}
+
+
+def _raw_mark(tokenizer) -> dict:
+    """What a cache's manifest adds when its text went in raw (`uses_chat`): nothing for the chat template, so the
+    manifests of caches made before raw text stay as they were."""
+    return {} if uses_chat(tokenizer) else {"text": "raw"}
 
 
 def _sources_path(chunks: Path) -> Path:
@@ -94,10 +103,20 @@ def _read_sources(path: Path) -> list[str]:
     return [i for i, count in json.loads(path.read_text()) for _ in range(count)]
 
 
+def conversation_ids(tokenizer, turns: list[dict], chat: bool) -> list[int]:
+    """Token ids of a ShareGPT conversation: rendered by the chat template (`chat`; a role the template does not
+    know is refused), else each turn's text as decoding feeds a prompt without one (`chat_ids`: the raw text, BOS as
+    the tokenizer adds it), one after the other."""
+    if chat:
+        return tokenizer(conversation_text(tokenizer, turns), add_special_tokens=False)["input_ids"]
+    return [t for turn in turns for t in chat_ids(tokenizer, turn.get("value", ""))]
+
+
 def _sharegpt_windows(tokenizer, seq_len: int, seed: int) -> Iterator[tuple[str, list[int]]]:
-    """(record id, window) over the chat-templated ShareGPT conversations in `seed`'s order, each conversation cut
-    into consecutive windows of seq_len tokens (its tail dropped; records without turns or with a role the
+    """(record id, window) over the ShareGPT conversations (`conversation_ids`) in `seed`'s order, each conversation
+    cut into consecutive windows of seq_len tokens (its tail dropped; records without turns or with a role the
     template does not know are skipped)."""
+    chat = uses_chat(tokenizer)
     conversations, _ = load_sharegpt_conversations()
     order = list(range(len(conversations)))
     random.Random(seed).shuffle(order)
@@ -106,7 +125,7 @@ def _sharegpt_windows(tokenizer, seq_len: int, seed: int) -> Iterator[tuple[str,
         if not turns:
             continue
         try:
-            ids = tokenizer(conversation_text(tokenizer, turns), add_special_tokens=False)["input_ids"]
+            ids = conversation_ids(tokenizer, turns, chat)
         except SpectreeError:
             continue
         for i in range(0, len(ids) - seq_len + 1, seq_len):
@@ -237,7 +256,7 @@ def target_answers(target, tokenizer, n_prompts: int, max_new_tokens: int = 256,
     shard = max(shard, batch)  # a generation batch never spans two shards
     folder = answers_folder(source, max_new_tokens, seed, shard)
     _check_answers(folder, {"source": source, "max_new_tokens": max_new_tokens, "seed": seed, "shard": shard,
-                            "batch": batch, "target": source_name(target)})
+                            "batch": batch, "target": source_name(target), **_raw_mark(tokenizer)})
     prompts = cached_answer_prompts(folder, tokenizer, seed, n_prompts, source)
     seqs: list[list[int]] = []
     n_shards = -(-n_prompts // shard)
@@ -284,5 +303,5 @@ def token_ranking(windows: list[list[int]], vocab_size: int) -> np.ndarray:
     return np.lexsort((np.arange(vocab_size), -counts)).astype(np.int32)
 
 
-__all__ = ["sharegpt_chunks", "sharegpt_window_sources", "answer_prompts", "answer_prompt_keys", "cached_answer_prompts",
+__all__ = ["sharegpt_chunks", "sharegpt_window_sources", "conversation_ids", "answer_prompts", "answer_prompt_keys", "cached_answer_prompts",
            "answers_folder", "greedy_answers", "target_answers", "pack", "token_ranking"]

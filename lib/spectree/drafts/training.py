@@ -1,5 +1,6 @@
 """Distilling a one-layer draft (EDD or VDM) from the frozen target, on ShareGPT text or on the target's
-own greedy answers to ShareGPT prompts (`data="self"`, see selfdistill.py).
+own greedy answers to ShareGPT prompts (`data="self"`, see selfdistill.py). The text goes in as decoding feeds
+prompts: through the target's chat template, or as raw text where its tokenizer has none (a base model), said once.
 
 Resumable: the full training state (draft layer, optimizer, step, loss log) is saved atomically every
 `save_every_s` seconds and on Ctrl-C / SIGTERM under data/cache/train/<name>/, and the data order is a pure
@@ -46,6 +47,7 @@ from spectree.drafts.edd import (
     soft_prompt,
 )
 from spectree.drafts.selfdistill import pack, sharegpt_chunks, target_answers, token_ranking
+from spectree.prompts import say_raw, uses_chat
 
 KINDS = ("edd", "vdm")
 DATA = ("sharegpt", "self")
@@ -124,12 +126,13 @@ def learning_rate(cfg: TrainConfig, step: int) -> float:
     return cfg.lr * warm * cool
 
 
-def data_description(cfg: TrainConfig) -> str:
+def data_description(cfg: TrainConfig, raw: bool = False) -> str:
+    """The card's `data`: what the text was, and (`raw`) that it went in as raw text, not through the chat template."""
     if cfg.data == "sharegpt":
-        return "ShareGPT V3 (complete records)"
+        return "ShareGPT V3 (complete records)" + (", raw text" if raw else "")
     code = f" and {cfg.self_code_prompts} standard-library functions to complete" if cfg.self_code_prompts else ""
     return (f"the target's greedy answers (≤ {cfg.self_max_new} tokens) to {cfg.self_prompts} ShareGPT first turns{code}, "
-            f"chat template")
+            f"{'raw text' if raw else 'chat template'}")
 
 
 def draft_logits(draft, target, tokens: torch.Tensor, cfg: TrainConfig, hidden: Optional[torch.Tensor],
@@ -265,6 +268,9 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
     params = list(draft.model.layers[0].parameters()) + (list(fused.fuse.parameters()) if fused else [])
     opt = torch.optim.AdamW(params, lr=cfg.lr)
     state_path, log = work / "state.pt", []
+    raw = not uses_chat(tokenizer)  # the text goes in as decoding feeds prompts (`prompts.chat_ids`)
+    if raw:
+        say_raw()
     step, wall, init = 0, 0.0, None
     if state_path.exists():
         state = torch.load(state_path, weights_only=True)
@@ -285,7 +291,8 @@ def train(name: str, cfg: TrainConfig, target, tokenizer, save_every_s: float = 
 
     def save():
         payload = {"layer": draft.model.layers[0].state_dict(), "hidden_layer": layer, "optim": opt.state_dict(),
-                   "step": step, "wall": wall, "log": log, "init": init, **({"fuse": fused.fuse.state_dict()} if fused else {})}
+                   "step": step, "wall": wall, "log": log, "init": init, "raw": raw,
+                   **({"fuse": fused.fuse.state_dict()} if fused else {})}
         atomic_write_bytes(state_path, _state_bytes(payload))
 
     chunks = training_windows(target, tokenizer, cfg)
@@ -373,7 +380,8 @@ def export_checkpoint(name: str, work: Path, cfg: TrainConfig, target_name: str,
         atomic_write_bytes(out_dir / f"{name}.vocab.npy", (work / "vocab.npy").read_bytes())
     card = {"name": name, "target": target_name, "config": asdict(cfg), "steps": state["step"],
             "tokens": state["step"] * cfg.batch * cfg.seq_len, "wall_s": round(state["wall"], 1),
-            "final_loss": state["log"][-1][1] if state["log"] else None, "data": data_description(cfg),
+            "final_loss": state["log"][-1][1] if state["log"] else None,
+            "data": data_description(cfg, state.get("raw", False)),
             "init": state.get("init"), "device": device, "precision": precision, "metrics": metrics,
             "training_prompts": exported_prompts(cfg, state["step"] * cfg.batch, target_name, state.get("init"), out_dir),
             "loss_curve": loss_curve(state["log"])}

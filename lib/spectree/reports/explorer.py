@@ -6,8 +6,9 @@ Estimated time of one step (`CostModel.steps_seconds`): one draft forward per la
 τ tokens the previous step committed (it yields the root's distribution), then one over every node the
 policy expands (before EAGLE-2's / DySpec's final reranking: the draft saw those nodes) — plus one target
 forward over the tree (γ + 1 tokens), and with the cost model's step model (`speed.stepmodel`, fitted on live
-steps) tree construction, keeping the path and the rest of the loop. Speedup over plain decoding through the
-same loop = Σ τ · (a plain step's time) / Σ step time.
+steps) tree construction, keeping the path and the rest of the loop. Speedup vs our AR loop (`names.VS_AR`:
+plain decoding through the same loop) = Σ τ · (a plain step's time) / Σ step time; `analysis.names.to_hf` with our AR
+loop's measured ratio to HF generate states it vs HF generate, the live tables' baseline (`widgets.Explorer`).
 A hybrid policy (`with_retrieval`: the policy plus prompt-lookup / suffix branches) is replayed with its
 branches grafted: its τ and γ count the grafted nodes, which cost target tokens but no draft forward.
 
@@ -71,7 +72,7 @@ def prefixes(forest: Forest, steps: pd.DataFrame) -> np.ndarray:
 
 def score(source: Union[Forest, list[LoggedPrompt]], policy: Policy, cost: CostModel,
           growth: Optional[Growth] = None) -> dict[str, Any]:
-    """τ, γ, τ/γ (from replay) and the estimated speedup over plain decoding through the same loop (Σ τ · a plain
+    """τ, γ, τ/γ (from replay) and the estimated speedup vs our AR loop, plain decoding through it (Σ τ · a plain
     step's time at that prefix / Σ step time) of one policy; also the step count, estimated ms per step and per
     token, and the replay time. Raises SpectreeError where the logbook cannot replay the policy. `growth`: the
     policy's `grow_forest` on this forest, when already computed."""
@@ -151,8 +152,8 @@ def frontier_policies(K: int, d_max: int, depth: int, ratio: float, classifier: 
 
 def frontier(forest: Forest, cost: CostModel, policies: list[tuple[str, Policy]],
              own: Optional[dict[str, Forest]] = None) -> pd.DataFrame:
-    """τ, γ, τ/γ and estimated speedup of every replayable policy of the list (others are left out); `own`: a family's
-    own forest of the same trees, where its policies score instead (C2T's: `c2t_logbook_of`)."""
+    """τ, γ, τ/γ and estimated speedup vs our AR loop of every replayable policy of the list (others are left out);
+    `own`: a family's own forest of the same trees, where its policies score instead (C2T's: `c2t_logbook_of`)."""
     rows = []
     for family, policy in policies:
         label = policy.spec

@@ -1,14 +1,15 @@
 """The README's pictures, figures/gallery/, from the run that wrote RESULTS.md: `python -m spectree.reports.gallery`
 after a default run (`./run_all.sh`), on the same commit. It copies notebook 00's tree and mask of that run
 (compact, as RESULTS.md's figures), screenshots that run's figures/index.html in headless Chromium, runs the
-JupyterLab browser test with SPECTREE_SCREENSHOT_DIR (the explorer in a real JupyterLab,
-tests/reports/test_jupyterlab.py) and writes figures/gallery/STAMP: RESULTS.md's commit and each picture's sha256.
+JupyterLab browser test with SPECTREE_SCREENSHOT_DIR (the explorer in a real JupyterLab, with its notifications off,
+`quiet_lab_settings`, shot once fully drawn, `wait_drawn`: tests/reports/test_jupyterlab.py) and writes figures/gallery/STAMP: RESULTS.md's commit and each picture's sha256.
 `stamp_problems` says what keeps the gallery from being RESULTS.md's (tests/reports/test_gallery.py reads it on the
 repository: README's pictures are never older than RESULTS.md).
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -28,6 +29,16 @@ COPIES = {"quickstart_tree.png": ("00_quickstart", "tree.png"),
           "quickstart_tree_mask.png": ("00_quickstart", "tree_mask.png")}  # gallery name: (notebook, its figure)
 INDEX_SHOT, EXPLORER_SHOT = "index_page.png", "explorer_jupyterlab.png"
 VIEWPORT = {"width": 1280, "height": 900}
+# JupyterLab's notifications off for a screenshot: no "fetch official Jupyter news?" toast, no update check
+LAB_NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True}
+# a page is fully drawn when every image has decoded, no plotly graph is still without its SVG, and the kernel idles
+DRAWN = """() => {
+  const images = [...document.querySelectorAll('img')].every(i => i.complete && i.naturalWidth > 0);
+  const plots = [...document.querySelectorAll('.js-plotly-plot')].every(p => p.querySelector('.main-svg'));
+  const app = window.jupyterapp, w = app && app.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return images && plots && (!app || (k && k.status === 'idle'));
+}"""
 README_PICTURE = re.compile(r"\]\((figures/gallery/[^)\s]+)\)")
 
 
@@ -93,8 +104,25 @@ def source_commit() -> str:
     return commit
 
 
+def quiet_lab_settings(settings_dir: Path) -> Path:
+    """Write JupyterLab's user setting for notifications (LAB_NOTIFICATIONS) into `settings_dir` (the server's
+    JUPYTERLAB_SETTINGS_DIR), so no news or update toast covers a screenshot; returns the settings file."""
+    path = Path(settings_dir) / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(LAB_NOTIFICATIONS, indent=2) + "\n")
+    return path
+
+
+def wait_drawn(page, timeout_ms: int = 60_000) -> None:
+    """Wait until `page` (playwright) is fully drawn (DRAWN), then two animation frames for the last paint."""
+    page.wait_for_load_state("load")
+    page.wait_for_function(DRAWN, timeout=timeout_ms)
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
 def screenshot_index(dest: Path, chromium: str) -> Path:
-    """The run's figures/index.html as the browser shows its first screen (VIEWPORT), network blocked."""
+    """The run's figures/index.html as the browser shows its first screen (VIEWPORT), network blocked, once it is
+    fully drawn (`wait_drawn`)."""
     from playwright.sync_api import sync_playwright
 
     index = (figures_dir() / "index.html").resolve()
@@ -104,6 +132,7 @@ def screenshot_index(dest: Path, chromium: str) -> Path:
         page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(("file:", "data:"))
                    else route.abort())
         page.goto(index.as_uri())
+        wait_drawn(page)
         page.screenshot(path=str(dest))
         browser.close()
     return dest

@@ -202,7 +202,7 @@ def strategy_claims(train: list[LoggedPrompt], held: list[LoggedPrompt], name: s
                                       s.widths, s.pct_ratio, classifier=name, acceptance=acceptance_vector(train, s.K),
                                       pct_ratio_machine=s.pct_ratio_machine)
     table = sweeps.sweep(held, policies, desc=f"replay sweep {name}")
-    return collect_claims(table), table
+    return collect_claims(table, machine_kind="measured"), table  # 11's second s_d/s_t: measured as PCT does
 
 
 def temperature_tables(models: tuple, logbook: list[LoggedPrompt], weights: Sequence[float],

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import io
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,82 @@ def _per_category(s: dict[str, Any], part: str) -> str:
     return f"PCT's τ and nodes per category of the {s['scored_prompts']} scored prompts of {s['prompts']}"
 
 
+def _then(ours: Ours, first: Ours) -> Ours:
+    """`first`, then `ours` where the summary has it (a caption's numbers come first from the figure's own data)."""
+    def read(summary: dict[str, Any], part: str) -> str:
+        head = first(summary, part)
+        try:
+            return f"{head}; {ours(summary, part)}"
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            return head
+    return read
+
+
+def _temperature(part: str) -> str:
+    """The temperature a stem's `*` matched ("0.0", "0.6") as the summaries name it ("0", "0.6")."""
+    return f"{float(part):g}"
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _speed_rows(s: dict[str, Any], temp: str) -> list[dict[str, Any]]:
+    """The rows of notebook 03's speed table at temperature `temp`, the table `speedup_T<temp>` draws."""
+    return list(s["tables"][f"speed table at T = {temp}"])
+
+
+def _speedups(s: dict[str, Any], part: str) -> str:
+    """The fastest of our strategies in the figure's own table (that temperature's rows; HF's references and our AR
+    loop excluded), over HF generate and, where measured, over HF on our kernels."""
+    from spectree.speed.bench import REFERENCES
+
+    temp = _temperature(part)
+    ours = [r for r in _speed_rows(s, temp) if r["method"] not in {*REFERENCES.values(), "AR (our loop)"}
+            and _finite(r.get("speedup"))]
+    best = max(ours, key=lambda r: float(r["speedup"]))
+    text = (f"fastest of our strategies at T = {temp}: {best['method']} {float(best['speedup']):.2f}× HF generate "
+            f"(τ {float(best['tau']):.2f}, γ {float(best['gamma']):.1f})")
+    same = [r for r in ours if _finite(r.get("speedup_same_kernels"))]
+    if same:
+        top = max(same, key=lambda r: float(r["speedup_same_kernels"]))
+        text += f"; on the same kernels {top['method']} {float(top['speedup_same_kernels']):.2f}×"
+    return text
+
+
+def _time_split(s: dict[str, Any], part: str) -> str:
+    """Tree construction's largest share of decoding time in each temperature's panel."""
+    found = []
+    for key, rows in s["tables"].items():
+        if key.startswith("speed table at T = "):
+            timed = [r for r in rows if (r.get("forwards") or 0) > 0 and _finite(r.get("tree_frac"))]
+            worst = max(timed, key=lambda r: float(r["tree_frac"]))
+            found.append(f"at most {100 * float(worst['tree_frac']):.1f}% ({worst['method']}) at "
+                         f"{key[len('speed table at '):]}")
+    if not found:
+        raise KeyError("speed table at T = ")
+    return "tree construction's share of decoding time: " + ", ".join(found)
+
+
+def _agreement(s: dict[str, Any], part: str) -> str:
+    """Each pair's top-1 agreement at the first and last draft position (pooled over its datasets)."""
+    found = [f"{pair}: {r['top1_by_position'][0]:.2f} at position 1 → {r['top1_by_position'][-1]:.2f} at "
+             f"{len(r['top1_by_position'])}" for pair, r in s.items()
+             if isinstance(r, dict) and r.get("top1_by_position")]
+    if not found:
+        raise KeyError("top1_by_position")
+    return "top-1 agreement, all datasets pooled: " + "; ".join(found)
+
+
+def _edd_table2(s: dict[str, Any], part: str) -> str:
+    """EDD Table 2's rows as drawn: τ and γ of each."""
+    rows = s["edd_table2"]
+    if not rows:
+        raise KeyError("edd_table2")
+    return "EDD Table 2's trees: " + ", ".join(f"{r['spec']} τ {float(r['tau']):.2f} at γ {float(r['gamma']):.1f}"
+                                              for r in rows)
+
+
 REGISTRY: tuple[ResultFigure, ...] = (
     ResultFigure("00_quickstart", "tree", "Gunjur Fig. 4 (tree batch)",
                  "the speculation tree flattened into one sequence, grown by a branching factor b decided at each "
@@ -111,9 +188,10 @@ REGISTRY: tuple[ResultFigure, ...] = (
     ResultFigure("00_quickstart", "tree_mask", "Gunjur Fig. 4 (attention mask)",
                  "each token attends only to itself and its parents in the tree, at its true position in the "
                  "sequence", _quickstart),
-    ResultFigure("01_train_drafts", "agreement_by_position", "EDD Table 1",
-                 "chains of 5 drafted greedily (LLaMA2-Chat 7B): EDD τ 2.73 vs VDM 1.96 on MT-bench, 2.87 vs 2.15 "
-                 "on HumanEval", claims("top-1 agreement at draft position 1", "EDD Table 1")),
+    ResultFigure("01_train_drafts", "agreement_by_position", "—",
+                 "no paper figure: each draft's top-1 agreement with the target at every position of a greedy "
+                 "chain; EDD Table 1 reports only the chains' τ and α (chains of 5, LLaMA2-Chat 7B: EDD τ 2.73 vs "
+                 "VDM 1.96 on MT-bench)", _then(claims("top-1 agreement at draft position 1", limit=2), _agreement)),
     ResultFigure("01_train_drafts", "draft_arms", "EDD Table 3 and Fig. 5",
                  "EDD + PCT τ 3.99 falls to 3.04 w/o the encoding, 3.60 w/o KL, 3.72 w/o random block length "
                  "(LLaMA2-Chat 7B, MT-bench); Fig. 5: best fed from the 28th (fourth-to-last) layer",
@@ -124,23 +202,25 @@ REGISTRY: tuple[ResultFigure, ...] = (
     ResultFigure("02_tree_strategies", "tau_gamma_chain", "C2T Table 3 (chain mode)",
                  "chains of at most 10: fixed 5–9 τ 1.98–2.13 at γ 112,231–184,140; DyMax 0.3 τ 2.06 at 127,018; "
                  "DyJoint 0.08 τ 2.12 at 129,876; C2T β 0.85 τ 2.12 at 116,694", claims("C2T Table 3")),
-    ResultFigure("02_tree_strategies", "tau_gamma_trees", "EDD Fig. 6 and Table 2",
-                 "PCT's τ and node count grow with its expansion width up to 5, then barely move; \"compared to "
-                 "EAGLE-2, PCT contains only about half the number of nodes while achieving a competitive average "
-                 "acceptance length\"", claims("Fig. 6", "EDD Table 2", "DySpec Tables 1–2")),
+    ResultFigure("02_tree_strategies", "tau_gamma_trees", "EDD Table 2 and DySpec Tables 1–2, drawn as τ against γ",
+                 "tables of τ and tree size, no τ–γ plot: VCT, CAPE, EAGLE-2 and PCT on EDD (\"PCT contains only "
+                 "about half the number of nodes\" of EAGLE-2 at a competitive τ); DySpec against SpecInfer- and "
+                 "Sequoia-style trees. γ log-scaled where one tree dwarfs the rest",
+                 _then(claims("EDD Table 2", "DySpec Tables 1–2", limit=2), _edd_table2)),
     ResultFigure("02_tree_strategies", "per_category", "EDD Fig. 7",
                  "τ (left) and the distribution of PCT's node counts (right) per MT-bench category "
                  "(LLaMA2-Chat 7B)", _per_category),
     ResultFigure("03_speed_benchmark", "speedup_T*", "Gunjur Fig. 2, EDD Table 2",
                  "time saved against 4-token speculative decoding: static tree 2.3%, simple cutoff 4.43%, dyn width "
                  "+ depth 6.65%, dyn width only 7.16% (GPT2 → GPT2-large, T = 0.4); EDD + PCT 2.04×–3.62× walltime "
-                 "on GPUs", claims("best strategy ≥", "(T = {T})")),
+                 "on GPUs", _then(claims("(T = {T})", limit=2), _speedups)),
     ResultFigure("03_speed_benchmark", "time_split", "DySpec Fig. 4",
                  "the execution time of each component of a step: tree construction (in C++) under two percent "
-                 "of the total", claims("tree construction")),
+                 "of the total; ours: one panel per temperature", _then(claims("tree construction"), _time_split)),
     ResultFigure("04_entropy_rank", "entropy_rank", "C2T Fig. 2",
                  "mean probability (a) and acceptance rate (b) of ranks 1–20 in seven entropy intervals, and (c) "
-                 "their difference: the top-1 token under-estimated at high entropy, over-estimated at low",
+                 "acceptance − probability: the top-1 token under-estimated (positive) at high entropy, "
+                 "over-estimated (negative) at low",
                  claims("C2T Fig. 2")),
     ResultFigure("05_calibration", "reliability", "EDD Fig. 3b",
                  "acceptance rate of EDD's draft tokens in 10 confidence bins (chains of 10, LLaMA2-Chat 13B, "

@@ -207,8 +207,15 @@ def tables_of(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
             if isinstance(rows, list)} if isinstance(tables, dict) else {}
 
 
+def _empty(value: Any) -> bool:
+    """A cell with nothing to show: missing, None, NaN (as JSON writes it: NaN, or the text 'nan') or ''."""
+    return value is None or value != value or (isinstance(value, str) and value.strip().lower() in ("", "nan"))
+
+
 def _markdown_table(title: str, rows: list[dict[str, Any]]) -> list[str]:
-    columns = list(dict.fromkeys(k for r in rows for k in r))
+    """A summary's table as markdown; a column empty in every row (e.g. a projection no step model priced) is left
+    out."""
+    columns = [k for k in dict.fromkeys(k for r in rows for k in r) if not all(_empty(r.get(k)) for r in rows)]
     return ([f"**{title}**", "", "| " + " | ".join(map(cell, columns)) + " |", "|" + "---|" * len(columns)]
             + ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows] + [""])
 

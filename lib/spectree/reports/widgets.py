@@ -29,6 +29,7 @@ from spectree.reports import explorer as ex
 from spectree.reports import figures
 from spectree.reports.branching import PAPER_RULE, PAPER_TABLE, format_table
 from spectree.speed.costmodel import CostModel
+from spectree.analysis.names import AR_LABEL, VS_AR, VS_HF, sd_st, to_hf
 
 _SLIDER = dict(continuous_update=False, style={"description_width": "110px"}, layout=W.Layout(width="420px"))
 
@@ -37,9 +38,9 @@ def _int(description: str, value: int, lo: int, hi: int) -> W.IntSlider:
     return W.IntSlider(value=min(max(value, lo), hi), min=lo, max=hi, description=description, **_SLIDER)
 
 
-def _float(description: str, value: float, lo: float, hi: float, step: float) -> W.FloatSlider:
+def _float(description: str, value: float, lo: float, hi: float, step: float, tooltip: str = "") -> W.FloatSlider:
     return W.FloatSlider(value=value, min=lo, max=hi, step=step, description=description, readout_format=".3f",
-                         **_SLIDER)
+                         description_allow_html=False, tooltip=tooltip or None, **_SLIDER)
 
 
 class Explorer:
@@ -59,14 +60,19 @@ class Explorer:
     nodes off the shared logbook's beams, so there it rarely replays); its β slider then starts at `c2t_beta` and
     its K and depth stop at that logbook's, so every C2T setting offered replays. Without it C2T scores on
     `logbook`. Any setting the logbook cannot replay shows one line saying why (`values()['error']`), never an
-    exception."""
+    exception.
+
+    ar_over_hf: our AR loop's measured tokens/s over HF generate's on this machine (e.g. notebook 03's `AR (our
+    loop)` row): the estimate, a speedup vs our AR loop, is then also shown vs HF generate (`speedup_vs_hf`), the
+    live tables' baseline; "confirm live" times our AR loop beside the setting and states both against HF generate."""
 
     def __init__(self, logbook: Union[list[LoggedPrompt], Forest], cost: CostModel, classifier=None,
                  classifier_name: Optional[str] = None, pair: str = "smollm2-edd", tokenizer: Any = None,
                  depth: Optional[int] = None, front=None, live_prompts: int = 2, live_tokens: int = 16,
                  load_models: Optional[Callable[[], tuple]] = None, family: Optional[str] = None,
                  retrieval: str = "none", c2t_logbook: Union[list[LoggedPrompt], Forest, None] = None,
-                 c2t_beta: float = 0.0):
+                 c2t_beta: float = 0.0, ar_over_hf: Optional[float] = None):
+        self.ar_over_hf = ar_over_hf
         self.forest = logbook if isinstance(logbook, Forest) else Forest.of(logbook)
         self.c2t_forest = self._own_forest(c2t_logbook)
         if not 0.0 <= c2t_beta <= 1.0:
@@ -159,7 +165,8 @@ class Explorer:
             "DySpec threshold": {"t": W.FloatLogSlider(value=0.05, base=10, min=-4, max=0, step=0.05,
                                                        description="threshold t", readout_format=".4f", **_SLIDER),
                                  **shape(8, D)},
-            "PCT": {"ratio": _float("s_d/s_t", round(self.cost.ratio, 3), 0.0, 1.0, 0.001),
+            "PCT": {"ratio": _float("s_d/s_t", round(self.cost.ratio, 3), 0.0, 1.0, 0.001,
+                                    tooltip=sd_st("one-token") + " of this pair by default"),
                     **shape(5, D, ("k", "d_max"), "k (width)")},
             "B(H)": {"mode": W.ToggleButtons(options=["expression", "table"], value="expression",
                                              description="B(H) as"),
@@ -214,6 +221,7 @@ class Explorer:
             numbers = ex.score(forest, policy, self.cost, growth)
             values.update({k: numbers[k] for k in ("tau", "gamma", "tau_per_gamma", "speedup", "step_ms",
                                                    "ms_per_token", "steps")})
+            values["speedup_vs_hf"] = to_hf(numbers["speedup"], self.ar_over_hf)
             values["config"] = ex.engine_text(family, policy) if not policy.retrieval else ""
         except SpectreeError as err:
             self._kept = None
@@ -221,7 +229,7 @@ class Explorer:
             if family == "C2T" and forest is self.forest and "not expanded" in why:
                 why += " (C2T keeps nodes off the logbook's beams: give the explorer C2T's own logbook, c2t_logbook)"
             values.update(error=why, tau=math.nan, gamma=math.nan, tau_per_gamma=math.nan, speedup=math.nan,
-                          config="")
+                          speedup_vs_hf=math.nan, config="")
         self.config.value = values["config"] or "(the engines run the families below their own names: SGLang, " \
                                                 "TensorRT-LLM, vLLM)"
         self.config.layout.display = None if family in ex.ENGINE_OF else "none"
@@ -241,8 +249,9 @@ class Explorer:
         return ex.with_retrieval(policy, self.retrieval.value, self.retrieval_len.value)
 
     def values(self) -> dict[str, Any]:
-        """The numbers on display: family, settings, τ, γ, τ/γ, estimated speedup (NaN and `error` when
-        the logbook cannot replay the settings)."""
+        """The numbers on display: family, settings, τ, γ, τ/γ, estimated `speedup` vs our AR loop and
+        `speedup_vs_hf` vs HF generate (NaN without `ar_over_hf`; NaN and `error` when the logbook cannot replay the
+        settings)."""
         return dict(self._values)
 
     def set_beta(self, beta: float) -> dict[str, Any]:
@@ -276,8 +285,10 @@ class Explorer:
         if v["error"]:
             self.numbers.value = "<b>no score</b> for these settings"
             return
+        vs_hf = v.get("speedup_vs_hf", math.nan)
         cells = [("τ", f"{v['tau']:.3f}"), ("γ", f"{v['gamma']:.2f}"), ("τ/γ", f"{v['tau_per_gamma']:.3f}"),
-                 ("est. speedup", f"{v['speedup']:.2f}×"), ("est. ms/step", f"{v['step_ms']:.1f}"),
+                 *([(f"est. speedup {VS_HF}", f"{vs_hf:.2f}×")] if vs_hf == vs_hf else []),
+                 (f"est. speedup {VS_AR}", f"{v['speedup']:.2f}×"), ("est. ms/step", f"{v['step_ms']:.1f}"),
                  ("est. tok/s", f"{1000 / v['ms_per_token']:.1f}"), ("steps", str(v["steps"]))]
         self.numbers.value = ("<table style='font-size:14px'><tr>" + "".join(f"<th style='padding:0 10px'>{k}</th>"
                               for k, _ in cells) + "</tr><tr>" + "".join(
@@ -313,9 +324,11 @@ class Explorer:
         return self._models
 
     def confirm_live(self) -> dict[str, Any]:
-        """Decode `live_prompts` prompts of the logbook with the current settings (and HF generate as the
-        reference) and show measured tokens/s and speedup beside the estimate; returns those numbers."""
+        """Decode `live_prompts` prompts of the logbook with the current settings, our AR loop and HF generate (the
+        reference) and show measured tokens/s and speedup vs HF generate beside the estimate, the estimate's speedup
+        vs our AR loop turned vs HF generate by our AR loop's live ratio (`names.to_hf`); returns those numbers."""
         from spectree.speed.bench import HF, run_strategies, summarize_runs
+        from spectree.strategies import autoregressive
 
         settings = self.settings()
         self.live_out.value = "<i>decoding…</i>"
@@ -326,20 +339,25 @@ class Explorer:
             label = policy.spec + (f" with B(H) = {settings[settings['mode']]}" if "mode" in settings else "")
             prompts = [lp.prompt for lp in self.forest.logbook[: self.live_prompts]]
             models, skipped = self.models(), {}
-            runs = run_strategies(models, prompts, {label: policy}, self.live_tokens, skipped=skipped)
+            runs = run_strategies(models, prompts, {label: policy, AR_LABEL: autoregressive()}, self.live_tokens,
+                                  skipped=skipped)
             if skipped:
                 raise SpectreeError(f"live decoding skipped it: {next(iter(skipped.values()))}")
             table = summarize_runs(runs).set_index("strategy")
-            row, ref = table.loc[label], table.loc[HF]
+            row, ref, ar = table.loc[label], table.loc[HF], table.loc[AR_LABEL]
             live = {"spec": label, "tokens_per_s":
                     float(row.tokens_per_s), "speedup": float(row.speedup), "tau": float(row.tau),
-                    "gamma": float(row.gamma), "hf_tokens_per_s": float(ref.tokens_per_s), "error": ""}
+                    "gamma": float(row.gamma), "hf_tokens_per_s": float(ref.tokens_per_s),
+                    "ar_over_hf": float(ar.speedup), "error": ""}
             est = self._values
+            est_hf = to_hf(est["speedup"], live["ar_over_hf"])
             self.live_out.value = (f"<b>live</b> ({len(prompts)} prompts × {self.live_tokens} tokens): "
-                                   f"{live['tokens_per_s']:.1f} tok/s, speedup {live['speedup']:.2f}× vs HF generate "
-                                   f"({live['hf_tokens_per_s']:.1f} tok/s), τ {live['tau']:.2f}, γ {live['gamma']:.1f}"
+                                   f"{live['tokens_per_s']:.1f} tok/s, speedup {live['speedup']:.2f}× {VS_HF} "
+                                   f"({live['hf_tokens_per_s']:.1f} tok/s; our AR loop {live['ar_over_hf']:.2f}×), "
+                                   f"τ {live['tau']:.2f}, γ {live['gamma']:.1f}"
                                    f" &nbsp;|&nbsp; <b>estimate</b>: {1000 / est['ms_per_token']:.1f} tok/s, "
-                                   f"speedup {est['speedup']:.2f}×, τ {est['tau']:.2f}, γ {est['gamma']:.1f}")
+                                   f"speedup {est_hf:.2f}× {VS_HF} ({est['speedup']:.2f}× {VS_AR} × our AR loop's "
+                                   f"live ratio), τ {est['tau']:.2f}, γ {est['gamma']:.1f}")
         except (SpectreeError, OSError) as err:
             live = {"error": str(err)}
             self.live_out.value = f"<span style='color:#b00020'>⚠ live run failed: {_escape(str(err))}</span>"

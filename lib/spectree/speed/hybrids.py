@@ -16,10 +16,11 @@ from spectree.analysis.claims import (BAR, FAILS, HOLDS, INCONCLUSIVE, LOSSLESS,
 from spectree.core.policy import Policy
 from spectree.prompts import Prompt
 from spectree.speed.bench import HF, HF_LOOKUP, HF_PACKED, REFERENCES, Mismatch, Run
+from spectree.analysis.names import AR_LABEL
 from spectree.speed.tables import aligned, prompt_rows, speed_table, versus
 from spectree.strategies import autoregressive, parse_strategy
 
-AR = "AR (our loop)"
+AR = AR_LABEL  # our AR loop's row (`names.AR_LABEL`)
 
 
 def hybrid_strategies(trees: dict[str, Policy], modes: Sequence[str]) -> dict[str, Policy]:
@@ -131,7 +132,7 @@ def retrieval_claims(runs: list[Run], copy_set: str, rows: Sequence[str], trees:
         beside = {name: t.loc[key, col] for name, key, col in [("same kernels", best, "speedup_same_kernels"),
                                                                ("HF prompt lookup", HF_LOOKUP, "speedup"),
                                                                ("best tree alone", best_of(subset, trees), "speedup")]
-                  if key in t.index}
+                  if key in t.index and col in t.columns}  # no column: not run (`speed_table` drops it)
         ours = f"{best}: {t.loc[best, 'speedup']:.2f}× (" + ", ".join(f"{k} {v:.2f}×" for k, v in beside.items()) + ")"
         out.append(claim(f"fastest of our rows ≥ {goal:g}× HF generate on {where} (issue goal)", "—", ours,
                          versus(per_prompt, best, REFERENCES[HF], "n_tokens", "seconds", goal,

@@ -26,8 +26,9 @@ from spectree.analysis.sweep_claims import C2T_TABLE_2, DYSPEC_SEQUOIA_SHARE, GR
 from spectree.analysis.sweeps import gamma_at_tau
 from spectree.core.policy import Policy
 from spectree.speed.bench import HF, HF_PACKED, REFERENCES, Run
+from spectree.analysis.names import AR_LABEL, VS_HF
 from spectree.speed.tables import (GUNJUR_BASELINE, GUNJUR_PAPER_DEPTH, GUNJUR_PAPER_TEMPERATURE, GUNJUR_ROWS,
-                                   aligned, gunjur_table, prompt_rows, speed_table, versus)
+                                   aligned, budget_labels, gunjur_table, prompt_rows, speed_table, versus)
 
 GPU_SPEEDUPS = ('"a walltime speedup of 2.04x-3.62x across different datasets" (EDD + PCT on GPUs, l.616): 2.04× '
                 "on CNN/DM with 7B targets (Table 2, l.689, l.697), 3.62× on HumanEval with LLaMA2-Chat 13B (l.693)")
@@ -49,16 +50,16 @@ def speed_claims(runs: dict[float, list[Run]], budget: int = 32, policies: Optio
     tables = {temp: speed_table(r) for temp, r in runs.items()}
     greedy, table = prompt_rows(runs[min(runs)]), tables[min(tables)]
     t = table.set_index("method")
-    spec = t.drop(index=[*REFERENCES.values(), "AR (our loop)"], errors="ignore")  # our decoder's strategies
+    spec = t.drop(index=[*REFERENCES.values(), AR_LABEL], errors="ignore")  # our decoder's strategies
     best = spec.speedup.idxmax()
     out = [claim("best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)", GPU_SPEEDUPS,
-                 f"{best}: {spec.speedup.max():.2f}×",
+                 f"{best}: {spec.speedup.max():.2f}× {VS_HF}",
                  versus(greedy, best, REFERENCES[HF], "n_tokens", "seconds", 1.3, f"tokens/s of {best} ÷ HF's"),
                  goal="≥ 1.3× (issue goal)", kind=BAR)]
     same = spec.get("speedup_same_kernels", pd.Series(dtype=float))
     if same.notna().any():  # the same bar with the kernels' own gain taken out
         out.append(claim("best strategy ≥ 1.3× HF generate on the same kernels (speculation alone)",
-                         GPU_SPEEDUPS, f"{same.idxmax()}: {same.max():.2f}×",
+                         GPU_SPEEDUPS, f"{same.idxmax()}: {same.max():.2f}× {VS_HF} on our kernels",
                          versus(greedy, same.idxmax(), REFERENCES[HF_PACKED], "n_tokens", "seconds", 1.3,
                                 f"tokens/s of {same.idxmax()} ÷ HF's on our kernels"), goal="≥ 1.3× (issue goal)",
                          kind=BAR))
@@ -124,7 +125,7 @@ def c2t_claim(table: pd.DataFrame, rows: pd.DataFrame, budget: int, policies: Ma
     """C2T Table 2 at matched τ, as the paper matches it (its β chosen per model so that τ equals EAGLE-2's): the
     share of EAGLE-2 N = budget + 1's γ that C2T's β curve needs at EAGLE-2's τ, ≤ 80%. Read off the paper's point
     where C2T's K and depth are not the main tables' 15 and 10 or its second TopK prunes (Table 2 prunes once)."""
-    t, e2, curve = table.set_index("method"), f"EAGLE-2 N={budget + 1}", c2t_curve(table)
+    t, e2, curve = table.set_index("method"), budget_labels(budget, policies)["eagle2"], c2t_curve(table)
     if e2 not in t.index or not curve:
         return []
     evidence = matched_gamma_share(rows, curve, e2)
@@ -223,7 +224,8 @@ def temperature_claims(table: pd.DataFrame, rows: pd.DataFrame, temp: float, bud
     t, out, policies = table.set_index("method"), [], policies or {}
     tree = policies.get("dyn width only")
     out += gunjur_claim(table, rows, temp, getattr(tree, "d_max", GUNJUR_PAPER_DEPTH), priced_on)
-    ds, si, sq = f"DySpec m={budget}", f"SpecInfer-style m={budget}", f"Sequoia n={budget}"
+    labels = budget_labels(budget, policies)
+    ds, si, sq = labels["dyspec"], labels["sequences"], labels["sequoia"]
     dyspec = policies.get(ds)
     capped = dyspec is not None and dyspec.K < budget
     draft = ("" if math.isclose(temp, DYSPEC_DRAFT_T) else GREEDY_DRAFT if temp == 0 else

@@ -26,6 +26,7 @@ from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy
 from spectree.prompts import Prompt
 from spectree.speed.bench import HF, REFERENCES, Run, run_strategies, summarize_runs
+from spectree.analysis.names import AR_LABEL, spec_label
 from spectree.strategies import C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching, Kary
 from spectree.strategies import NaiveWidth, Sequences, Sequoia, autoregressive
 
@@ -59,20 +60,16 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
     threshold_K, dyspec_d = max(8, K), max(DYSPEC_DEPTH, depth)
     gunjur = gunjur_strategies(gunjur_depth, gunjur_guard)
     policies: dict[str, Policy] = {
-        "AR (our loop)": autoregressive(),
+        AR_LABEL: autoregressive(),
         "chain-2": Chain(k=2),
         GUNJUR_BASELINE: gunjur.pop(GUNJUR_BASELINE),
         "chain-5": Chain(k=5),
         **gunjur,
-        "VCT w=3 d=5": VCT(w=3, d=5),
+        **labelled_rows(VCT(w=3, d=5)),
         "DyMax chain": Chain(k=10, stop="dymax", threshold=0.3),
         "DyJoint chain": Chain(k=10, stop="dyjoint", threshold=0.08),
-        f"SpecInfer-style m={budget}": equal_budget_sequences(budget),
-        f"Sequoia n={budget}": Sequoia(n=budget, p=acceptance),
-        f"EAGLE-2 N={budget + 1}": Eagle2(K=K, d_max=depth, N=budget + 1),  # N counts the root: `budget` drafts
-        f"DySpec m={budget}": DySpec(m=budget, K=budget, d_max=dyspec_d),  # Alg. 1 as written: no child cap (K = m)
-        "EAGLE-2 N=5": Eagle2(K=4, d_max=3, N=5),
-        "DySpec m=4": DySpec(m=4, K=4, d_max=4),
+        **budget_rows(budget, acceptance, K, depth),
+        **labelled_rows(Eagle2(K=4, d_max=3, N=5), DySpec(m=4, K=4, d_max=4)),
         "DySpec threshold": DySpecThreshold(t=round(1 / budget, 4), K=threshold_K, d_max=dyspec_d),  # t ≈ 1/n, §4.4
         "PCT": PCT(ratio=round(sd_over_st, 3), k=5, d_max=10),
         "CAPE": CAPE(d=5),
@@ -80,6 +77,42 @@ def speed_strategies(sd_over_st: float, acceptance: str, classifier: Optional[st
     if classifier:  # C2T's main tables: one TopK for both prunings (K per node scored, K per layer kept)
         policies.update(c2t_rows(classifier, K, depth, (C2T_BETA,)))
     return policies
+
+
+def labelled_rows(*policies: Policy) -> dict[str, Policy]:
+    """label → policy, each label read off its policy's spec (`names.spec_label`)."""
+    return {spec_label(p): p for p in policies}
+
+
+BUDGET_ROLES = ("sequences", "sequoia", "eagle2", "dyspec")  # the trees of one draft-token budget, by strategy name
+
+
+def budget_rows(budget: int, acceptance: str = "", K: int = 8, depth: int = 6) -> dict[str, Policy]:
+    """label → policy of the trees of `budget` draft tokens (DySpec Tables 1–2 compare them; C2T's EAGLE-2):
+    SpecInfer-style sequences (`equal_budget_sequences`), Sequoia (positional acceptance `acceptance`), EAGLE-2 of N =
+    budget + 1 (N counts the root: `budget` drafts; K children to `depth`) and DySpec (Alg. 1 as written: K = m, no
+    child cap), each labelled from its spec."""
+    sequoia = Sequoia(n=budget, p=acceptance) if acceptance else Sequoia(n=budget)
+    return labelled_rows(equal_budget_sequences(budget), sequoia, Eagle2(K=K, d_max=depth, N=budget + 1),
+                         DySpec(m=budget, K=budget, d_max=max(DYSPEC_DEPTH, depth)))
+
+
+def draft_budget(policy: Policy) -> Optional[int]:
+    """The draft tokens a tree of `BUDGET_ROLES` verifies by its spec (k·d, n, N − 1, m); None for other policies."""
+    sizes = {"sequences": lambda p: p.k * p.d, "sequoia": lambda p: p.n, "eagle2": lambda p: p.N - 1,
+             "dyspec": lambda p: p.m}
+    return sizes[policy.name](policy) if policy.name in sizes else None
+
+
+def budget_labels(budget: int, policies: Optional[dict[str, Policy]] = None) -> dict[str, str]:
+    """Strategy name (`BUDGET_ROLES`) → the label of its tree of `budget` draft tokens: the label `policies` (label →
+    policy, as run) gave it (the first of that name and budget), else `budget_rows`'."""
+    out = {p.name: label for label, p in budget_rows(budget).items()}
+    found = {}
+    for label, p in (policies or {}).items():
+        if draft_budget(p) == budget:
+            found.setdefault(p.name, label)
+    return {**out, **found}
 
 
 C2T_BETA = 0.5  # the C2T row of every temperature's table; `c2t_rows` adds a β curve to the greedy run
@@ -116,18 +149,29 @@ def c2t_rows(classifier: str, K: int = 8, depth: int = 6, betas: Sequence[float]
 
 
 def speed_table(runs: list[Run]) -> pd.DataFrame:
-    """`summarize_runs` with a readable `method` per row (the run labels; HF generate first); runs decoded at
-    T > 0 (`Run.sampled`) get no `exact` column, since a sample matches HF's only by chance."""
+    """`summarize_runs` with a readable `method` per row (the run labels; HF generate first): `speedup` is over HF
+    generate on the same machine in the same run (`names.VS_HF`), and with our AR loop among the rows
+    `speedup_vs_our_ar_loop` (`names.VS_AR`) beside it. A column with no value in any row is left out: the
+    projection's (`projected`, `projected_error`) unless a step model priced the runs (`run_strategies(cost=)`),
+    `speedup_same_kernels` without HF generate on our kernels; runs decoded at T > 0 (`Run.sampled`) get no `exact`
+    column, since a sample matches HF's only by chance."""
     table = summarize_runs(runs)
     table.insert(0, "method", [REFERENCES.get(s, s) for s in table.strategy])
-    return table
+    if (table.strategy == AR_LABEL).any():
+        ar = float(table.loc[table.strategy == AR_LABEL, "speedup"].iloc[0])
+        table.insert(list(table.columns).index("speedup") + 1, "speedup_vs_our_ar_loop", table.speedup / ar)
+    empty = [c for c in table.columns if c not in _KEPT and table[c].isna().all()]  # e.g. unpriced: no projection
+    return table.drop(columns=empty)
+
+
+_KEPT = ("method", "strategy", "tokens_per_s", "speedup", "tau", "gamma", "exact")  # read by row in every table
 
 
 def best_tree(table: pd.DataFrame) -> str:
     """The label of the fastest model tree in a speed table (the highest `speedup`; our AR loop, the reference
     rows and synthetic rows excluded)."""
     t = table.set_index("method")
-    trees = t.drop(index=[*REFERENCES.values(), "AR (our loop)"], errors="ignore").speedup.dropna()
+    trees = t.drop(index=[*REFERENCES.values(), AR_LABEL], errors="ignore").speedup.dropna()
     if trees.empty:
         raise SpectreeError("no timed model-tree row in this table")
     return str(trees.idxmax())
@@ -224,10 +268,13 @@ def gunjur_per_prompt(runs: list[Run]) -> pd.DataFrame:
                        wasted_reduction=base.wasted.reindex(key).to_numpy() - rows.wasted).reset_index(drop=True)
 
 
-def dyspec_layout(tables: dict[float, pd.DataFrame], budget: int = 32) -> pd.DataFrame:
+def dyspec_layout(tables: dict[float, pd.DataFrame], budget: int = 32,
+                  policies: Optional[dict[str, Policy]] = None) -> pd.DataFrame:
     """DySpec Tables 1–2 layout: tokens per step (τ) and latency per token (ms) of the trees of one budget, per
-    temperature (the threshold tree beside them, its size its own)."""
-    methods = [f"SpecInfer-style m={budget}", f"Sequoia n={budget}", f"DySpec m={budget}", "DySpec threshold"]
+    temperature (the threshold tree beside them, its size its own); rows labelled as `policies` (as run) labelled
+    them (`budget_labels`)."""
+    labels = budget_labels(budget, policies)
+    methods = [labels["sequences"], labels["sequoia"], labels["dyspec"], "DySpec threshold"]
     rows = []
     for temp, table in tables.items():
         t = table.set_index("method")
@@ -262,7 +309,8 @@ def versus(rows: pd.DataFrame, a: str, b: str, num: str, den: str, bar: float, w
                           bar, what, above=above, strict=strict)
 
 
-__all__ = ["speed_strategies", "C2T_BETA", "c2t_rows", "equal_budget_sequences", "speed_table", "best_tree",
+__all__ = ["speed_strategies", "labelled_rows", "BUDGET_ROLES", "budget_rows", "draft_budget", "budget_labels",
+           "C2T_BETA", "c2t_rows", "equal_budget_sequences", "speed_table", "best_tree",
            "head_reference", "saved_best_tree", "per_prompt", "by_category", "gunjur_table", "GUNJUR_PAPER_GUARD",
            "GUNJUR_BASELINE", "GUNJUR_ROWS", "gunjur_strategies", "GUNJUR_PAPER_DEPTH",
            "GUNJUR_PAPER_TEMPERATURE", "DYSPEC_DEPTH", "wasted_passes", "GUNJUR_SCATTER", "gunjur_per_prompt", "dyspec_layout",

@@ -50,6 +50,30 @@ REGISTRY: dict[str, Callable[..., Policy]] = {
     "choices": Choices,
 }
 
+# the paper each registered strategy and retrieval proposer comes from (`python -m spectree strategies` lists them)
+PAPERS: dict[str, str] = {
+    "ar": "baseline: plain autoregressive decoding through the same loop",
+    "chain": "baseline: speculative decoding's chain (Leviathan et al.); stop=entropy Gunjur et al.'s simple cutoff, "
+             "stop=dymax / dyjoint C2T's Table 3 chains",
+    "kary": "Gunjur et al. (entropy-informed dynamic trees): the static b-ary tree",
+    "vct": "EDD + PCT: the vanilla candidate tree",
+    "sequences": "SpecInfer: k draft sequences sharing the root",
+    "sequoia": "Sequoia: the DP-optimal static tree",
+    "entropy": "Gunjur et al. (entropy-informed dynamic trees): dyn width B(H), with a finite cutoff dyn width + depth",
+    "naive_width": "Gunjur et al. (entropy-informed dynamic trees): naive width",
+    "eagle2": "EAGLE-2: expand the top K by joint P, rerank, verify N",
+    "dyspec": "DySpec Alg. 1: the m slots of largest value",
+    "dyspec_threshold": "DySpec Alg. 2: draw while the slot value >= t",
+    "pct": "EDD + PCT: path-confidence tree",
+    "cape": "CAPE (EDD + PCT's baseline)",
+    "c2t": "C2T Alg. 1: a classifier over (P, H, d)",
+    "sglang": "SGLang's EAGLE-2 tree (serving engine)",
+    "trtllm": "TensorRT-LLM's dynamic tree (serving engine)",
+    "choices": "a static tree in the engines' choices format (TensorRT-LLM eagle_choices, vLLM)",
+    "lookup": "retrieval: prompt lookup decoding (Saxena 2023)",
+    "suffix": "retrieval: suffix counts (after SAM-Decoding, Hu et al. 2024)",
+}
+
 
 def split_spec(spec: str) -> tuple[str, dict[str, str]]:
     """'c2t:beta=0.5,classifier=x' → ('c2t', {'beta': '0.5', 'classifier': 'x'}): values stay text."""
@@ -128,6 +152,6 @@ def parse_strategy(spec: str) -> Policy:
     return Hybrid(policy, tuple(_build(part, RETRIEVERS, "retrieval proposer") for part in extra))
 
 
-__all__ = ["Policy", "REGISTRY", "Hybrid", "Retrieval", "split_spec", "split_hybrid", "parse_strategy", "spec_types", "C2T", "CAPE", "Chain",
+__all__ = ["Policy", "REGISTRY", "PAPERS", "Hybrid", "Retrieval", "split_spec", "split_hybrid", "parse_strategy", "spec_types", "C2T", "CAPE", "Chain",
            "DySpec", "DySpecThreshold", "Eagle2", "EntropyBranching", "NaiveWidth", "PCT", "Sequoia", "VCT", "Kary",
            "Sequences", "StaticShape", "SGLang", "TRTLLM", "Choices", "autoregressive"]

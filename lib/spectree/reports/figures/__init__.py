@@ -1,7 +1,9 @@
 """Saving figures and numbers atomically under `figures_dir()`.
 
 Static figures are matplotlib/seaborn PNGs, interactive ones plotly HTML; both land in
-`figures_dir()/<notebook>/<name>.<ext>` through `atomic_write_bytes`, so a reader never sees half a file.
+`figures_dir()/<notebook>/<name>.<ext>` through `atomic_write_bytes`, so a reader never sees half a file. Every PNG
+is checked as it is saved (`checks.figure_problems`: "nan" text, a legend over data, a shape no page shows); a
+problem is a `checks.FigureProblem` warning, not an error, so a long run still finishes.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from spectree.core.paths import atomic_write_bytes, atomic_write_text, figures_d
 # the figures by concept, reached as figures.trees.draw_tree(...), figures.speed.plot_speedups(...), ...
 from spectree.reports.figures import (  # noqa: F401
     calibration,
+    checks,
     classifier,
     draft_quality,
     entropy,
@@ -44,8 +47,10 @@ def output_path(name: str, notebook: str, suffix: str) -> Path:
 
 
 def save_figure(fig: Figure, name: str, notebook: str, dpi: int = 150) -> Path:
-    """Save a matplotlib figure as PNG to figures_dir()/<notebook>/<name>.png, atomically."""
+    """Save a matplotlib figure as PNG to figures_dir()/<notebook>/<name>.png, atomically, after warning of each
+    of its `checks.figure_problems`."""
     path = output_path(name, notebook, ".png")
+    checks.warn_problems(fig, f"{notebook}/{name}")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     atomic_write_bytes(path, buf.getvalue())

@@ -16,11 +16,19 @@ from spectree.reports.figures.entropy import PROB_EDGES
 
 # --- EDD Fig. 3b -----------------------------------------------------------------------------------------
 
+RELIABILITY_COLUMNS = 3  # reliability diagrams per row: five in one row would be a strip no page shows
+
+
 def plot_reliability(diagrams: Sequence[dict[str, Any]]) -> Figure:
-    """Reliability diagrams side by side (dicts of `calibration.calibration_diagrams`)."""
-    fig, axes = plt.subplots(1, len(diagrams), figsize=(5.2 * len(diagrams), 5), squeeze=False,
+    """Reliability diagrams in a grid of at most RELIABILITY_COLUMNS per row (dicts of
+    `calibration.calibration_diagrams`), one legend under them all."""
+    cols = min(len(diagrams), RELIABILITY_COLUMNS)
+    rows = -(-len(diagrams) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 4.4 * rows + 0.4), squeeze=False,
                              constrained_layout=True)
-    for ax, d in zip(axes[0], diagrams):
+    for ax in axes.flat[len(diagrams):]:
+        ax.set_visible(False)
+    for ax, d in zip(axes.flat, diagrams):
         t, c = d["table"], d["stats"]
         width = float(t.hi.iloc[0] - t.lo.iloc[0])
         centres = (t.lo + t.hi) / 2
@@ -36,7 +44,8 @@ def plot_reliability(diagrams: Sequence[dict[str, Any]]) -> Figure:
         ax.set_ylabel(d.get("ylabel", "acceptance rate"))
         ax.set_title(f"{d['title']}\nECE {c['ece']:.3f} (95% CI {c['ci_low']:.3f}–{c['ci_high']:.3f}), "
                      f"{c['tokens']:,} tokens", fontsize=9)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=7, frameon=False)
+    fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=8,
+               frameon=False)
     return fig
 
 
@@ -82,7 +91,7 @@ def plot_acceptance_vs_probability(tables: dict[str, pd.DataFrame], rhos: dict[s
             ax.set_ylabel(label)
             ax.set_title(f"{name}: {label} vs draft probability\nSpearman ρ {rhos[name][column]:.3f}, "
                          f"{n:,} draft tokens", fontsize=9)
-            ax.legend(loc="upper left", fontsize=7)
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, frameon=False)
             fig.colorbar(image, ax=ax, label="share of the column")
     fig.suptitle("DySpec Fig. 2: each column (draft-probability bin) sums to 1", fontsize=11)
     return fig

@@ -13,6 +13,11 @@ from matplotlib.figure import Figure
 
 # --- classifier surfaces --------------------------------------------------------------------------------
 
+def tick(value: float) -> str:
+    """A feature value as an axis reads it: 3 significant digits ("6.91" for ln 1000, not "6.90776")."""
+    return f"{float(value):.3g}"
+
+
 def plot_classifier_scatter(scatter: pd.DataFrame) -> Figure:
     """C2T Fig. 9 as a static 3-D scatter: random (P, H, d), colour = min-max normalised logit."""
     fig = plt.figure(figsize=(6.5, 5.5))
@@ -53,9 +58,9 @@ def plot_surface_heatmaps(surf: pd.DataFrame) -> Figure:
             sns.heatmap(grid, ax=ax, vmin=lo, vmax=hi, cmap="viridis", cbar=c == 2, xticklabels=False,
                         yticklabels=False, cbar_kws={"label": "confidence"})
             x_name, y_name = rows.x_name.iloc[0], rows.y_name.iloc[0]
-            ax.set_xlabel(f"{x_name}: {grid.columns.min():g} (left) → {grid.columns.max():g} (right)")
-            ax.set_ylabel(f"{y_name}: {grid.index.min():g} (bottom) → {grid.index.max():g} (top)")
-            ax.set_title(f"{fixed} = {value:g}")
+            ax.set_xlabel(f"{x_name}: {tick(grid.columns.min())} (left) → {tick(grid.columns.max())} (right)")
+            ax.set_ylabel(f"{y_name}: {tick(grid.index.min())} (bottom) → {tick(grid.index.max())} (top)")
+            ax.set_title(f"{fixed} = {tick(value)}")
     fig.suptitle("C2T classifier confidence with one feature fixed (C2T Fig. 10)")
     fig.tight_layout()
     return fig
@@ -75,7 +80,7 @@ def plotly_surfaces(surf: pd.DataFrame) -> Any:
             rows = surf[(surf.fixed == fixed) & (surf.value == value)]
             grid = rows.pivot_table(index="y", columns="x", values="confidence")
             fig.add_trace(go.Surface(x=grid.columns, y=grid.index, z=grid.values, colorscale=scale, opacity=0.8,
-                                     showscale=False, name=f"{fixed}={value:g}", showlegend=True), row=1, col=c)
+                                     showscale=False, name=f"{fixed}={tick(value)}", showlegend=True), row=1, col=c)
         rows = surf[surf.fixed == fixed]
         fig.update_scenes(dict(xaxis_title=rows.x_name.iloc[0], yaxis_title=rows.y_name.iloc[0],
                                zaxis_title="confidence"), row=1, col=c)
@@ -87,7 +92,7 @@ def plotly_surfaces(surf: pd.DataFrame) -> Any:
 def plot_partial_dependence(pdep: pd.DataFrame) -> Figure:
     """Mean confidence as each feature sweeps its range, the others at their random values."""
     features = list(dict.fromkeys(pdep.feature))
-    fig, axes = plt.subplots(1, len(features), figsize=(4 * len(features), 3.4), sharey=True)
+    fig, axes = plt.subplots(1, len(features), figsize=(3.2 * len(features) + 0.6, 3.8), sharey=True)
     for ax, feature in zip(np.atleast_1d(axes), features):
         rows = pdep[pdep.feature == feature]
         ax.plot(rows.value, rows.confidence, marker="o", ms=3)

@@ -8,6 +8,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 
+from spectree.reports.figures.checks import legend_outside
+
 # --- draft training -------------------------------------------------------------------------------------
 
 def plot_loss_curves(logs: pd.DataFrame, ax: Optional[Axes] = None) -> Axes:
@@ -16,6 +18,7 @@ def plot_loss_curves(logs: pd.DataFrame, ax: Optional[Axes] = None) -> Axes:
         _, ax = plt.subplots(figsize=(7, 4))
     smooth = logs.assign(loss=logs.groupby("run").loss.transform(lambda s: s.rolling(20, min_periods=1).mean()))
     sns.lineplot(data=smooth, x="step", y="loss", hue="run", ax=ax)
+    legend_outside(ax)
     ax.set_yscale("log")
     ax.set_ylabel("loss per token (20-step mean)")
     ax.set_title("draft distillation")
@@ -31,6 +34,8 @@ def plot_acceptance_by_position(table: pd.DataFrame, ax: Optional[Axes] = None) 
     ax.set_xticks(sorted(table.position.unique()))
     ax.set_ylabel("top-1 agreement with the target")
     ax.set_xlabel("draft position (given the earlier positions right)")
+    ax.set_title("top-1 agreement of each draft by draft position (greedy chains)", fontsize=10)
+    legend_outside(ax)
     return ax
 
 
@@ -52,5 +57,6 @@ def plot_arm_agreement(arms: pd.DataFrame, tolerance: float, ax: Optional[Axes] 
     ax.set_xlabel("top-1 agreement at draft position 1 (blue: a base arm)")
     ax.set_title("Can the draft arms carry a verdict? (EDD Table 3, Fig. 5)")
     if len(shipped):
-        ax.legend(*[h[:1] for h in ax.get_legend_handles_labels()], loc="lower right")
+        ax.legend(*[h[:1] for h in ax.get_legend_handles_labels()], loc="upper center", bbox_to_anchor=(0.5, -0.16),
+                  frameon=False, fontsize=8)
     return ax

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from spectree.analysis import stats as analysis
 from spectree.analysis.entropy_match import MATCH_EDGES
+from spectree.reports.figures.checks import legend_outside
 
 MASK_FACE = "#d9d9d9"  # cells with too few tokens
 LOG_FLOOR = 1e-4  # log colour scales start here (an acceptance rate of 0 is drawn at the floor)
@@ -29,12 +30,20 @@ def entropy_note(cells: pd.DataFrame) -> str:
 
 # --- C2T Fig. 2 ------------------------------------------------------------------------------------------
 
+def with_gap(cells: pd.DataFrame) -> pd.DataFrame:
+    """A cell table with `gap` = accept − mean_p, C2T Fig. 2 (c)'s sign (the table's `diff` is mean_p − accept)."""
+    return cells.assign(gap=cells["accept"] - cells["mean_p"])
+
+
 def plot_entropy_rank(cells: pd.DataFrame, n_tokens: int, min_count: int, note: str = "") -> Figure:
-    """C2T Fig. 2 a/b/c plus the token count per cell: entropy bin (rows) × rank (columns)."""
+    """C2T Fig. 2 a/b/c plus the token count per cell: entropy bin (rows) × rank (columns); (c) in the paper's sign,
+    acceptance − probability (positive: the draft under-estimates the token)."""
+    cells = with_gap(cells)
     fig, axes = plt.subplots(2, 2, figsize=(17, 8.5), constrained_layout=True)
     panels = [("mean_p", "(a) mean draft probability (log colour)", "viridis", "log"),
               ("accept", "(b) acceptance rate (log colour)", "viridis", "log"),
-              ("diff", "(c) probability − acceptance (red: probability above acceptance)", "RdBu_r", "diverging"),
+              ("gap", "(c) acceptance − probability (red: accepted more often than its probability)", "RdBu_r",
+               "diverging"),
               ("count", f"tokens per cell (grey elsewhere: fewer than {min_count})", "Greys", "count")]
     for ax, (column, title, cmap, kind) in zip(axes.flat, panels):
         data = analysis.cell_matrix(cells, column, masked=kind != "count").astype(float)
@@ -56,12 +65,13 @@ def plot_entropy_rank(cells: pd.DataFrame, n_tokens: int, min_count: int, note: 
 
 
 def plotly_entropy_rank(cells: pd.DataFrame, n_tokens: int, note: str = "") -> go.Figure:
-    titles = ["mean draft probability", "acceptance rate", "probability − acceptance", "tokens per cell"]
+    cells = with_gap(cells)
+    titles = ["mean draft probability", "acceptance rate", "acceptance − probability", "tokens per cell"]
     fig = make_subplots(rows=2, cols=2, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.12)
     hover = analysis.cell_matrix(cells, "count", masked=False)
-    for k, column in enumerate(["mean_p", "accept", "diff", "count"]):
+    for k, column in enumerate(["mean_p", "accept", "gap", "count"]):
         data = analysis.cell_matrix(cells, column, masked=column != "count")
-        scale = {"diff": dict(colorscale="RdBu_r", zmid=0.0), "count": dict(colorscale="Greys")}.get(
+        scale = {"gap": dict(colorscale="RdBu_r", zmid=0.0), "count": dict(colorscale="Greys")}.get(
             column, dict(colorscale="Viridis"))
         fig.add_trace(go.Heatmap(z=data.to_numpy(), x=list(data.columns), y=list(data.index), customdata=hover,
                                  hovertemplate="entropy %{y}, rank %{x}: %{z:.4f} (%{customdata} tokens)"
@@ -98,6 +108,7 @@ def plot_entropy_match(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Optio
         if len(top1) else edges[-1]
     sns.histplot(long, x="entropy", hue="label", weights="weight", bins=list(edges), element="step", ax=left,
                  palette=MATCH_COLORS, hue_order=list(MATCH_COLORS))
+    legend_outside(left, "below")
     left.set_xlim(0, top)
     left.set_xlabel(entropy_label, fontsize=8)
     left.set_ylabel("tokens")
@@ -114,7 +125,7 @@ def plot_entropy_match(top1: pd.DataFrame, rates: pd.DataFrame, crossover: Optio
     right.set_xlabel(entropy_label, fontsize=8)
     right.set_ylabel("share of matched tokens")
     right.set_title("mismatch likelier than match below the 0.5 line", fontsize=9)
-    right.legend(fontsize=7)
+    legend_outside(right, "below", fontsize=7, ncol=1)
     return fig
 
 

@@ -9,6 +9,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from spectree.reports.figures.checks import legend_outside
+
 
 def plot_readings(readings: pd.DataFrame, papers: tuple[float, float] = (0.55, 0.85)) -> Figure:
     """Small multiples: each 04–07 reading (`quality_readings.readings_table`) against top-1 agreement, one panel
@@ -26,16 +28,22 @@ def plot_readings(readings: pd.DataFrame, papers: tuple[float, float] = (0.55, 0
 
 def plot_projected(best: pd.DataFrame, lines: Sequence[float] = (1.3, 2.0)) -> Figure:
     """The best projected speedup of each family (`projection.best_by_family`) against top-1 agreement, with the
-    speedup lines; the right panel gives γ of the best tree of all families at each agreement."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2, 1]})
-    sns.lineplot(best, x="agreement", y="speedup", hue="family", marker="o", ax=left)
+    speedup lines; the right panel gives γ of the best tree of all families at each agreement, in the same colours
+    (one palette by family for both panels); the legend under the panels."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4), gridspec_kw={"width_ratios": [2, 1]})
+    families = list(dict.fromkeys(best.family))
+    palette = dict(zip(families, sns.color_palette(n_colors=len(families))))
+    sns.lineplot(best, x="agreement", y="speedup", hue="family", hue_order=families, palette=palette, marker="o",
+                 ax=left)
     for y in lines:
         left.axhline(y, color="k", lw=0.8, ls="--")
         left.annotate(f"{y:g}×", (best.agreement.min(), y), xytext=(2, 2), textcoords="offset points", fontsize=8)
     left.set(xlabel="top-1 agreement at draft position 1", ylabel="projected speedup over our AR loop",
              title="projected speed on this machine (replay × measured cost model)")
+    legend_outside(left, "below", ncol=min(len(families), 5))
     top = best.loc[best.groupby("agreement").speedup.idxmax()]
-    sns.scatterplot(top, x="agreement", y="gamma", hue="family", s=80, ax=right, legend=False)
+    sns.scatterplot(top, x="agreement", y="gamma", hue="family", hue_order=families, palette=palette, s=80,
+                    ax=right, legend=False)
     for r in top.itertuples():
         right.annotate(r.spec, (r.agreement, r.gamma), xytext=(3, 3), textcoords="offset points", fontsize=7)
     right.set(xlabel="top-1 agreement", ylabel="γ of the best tree", title="best tree size")

@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from spectree.analysis.sparsity import BLOCK, nonzero_blocks, verify_mask
 from spectree.core.tree import DraftTree
+from spectree.reports.figures.checks import legend_outside
 from spectree.reports.figures.trees import MASK_COLORS
 
 ORDER_COLORS = {"original": "#c0504d", "dfs": "#1f4e79"}
@@ -19,7 +20,7 @@ def plot_block_counts(random_summary: pd.DataFrame, logged_summary: pd.DataFrame
     """Left: non-zero tiles against tree size for random trees (DySpec Table 5); right: against prefix
     length for logged trees (DySpec Fig. 9). The original order (the order a tree was generated in: heap pop order
     for the random trees, DySpec Alg. 1's; our drafting's layer-by-layer order for the logged ones) vs DFS order."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.6))
     for ax, table, x in ((left, random_summary, "nodes"), (right, logged_summary, "prefix")):
         for order in ("original", "dfs"):
             ax.plot(table[x], table[order], marker="o", color=ORDER_COLORS[order], label=order)
@@ -27,7 +28,6 @@ def plot_block_counts(random_summary: pd.DataFrame, logged_summary: pd.DataFrame
             ax.annotate(f"{row.ratio:.2f}×", (row[x], row.original), textcoords="offset points", xytext=(0, 7),
                         ha="center", fontsize=8)
         ax.set_ylabel(f"non-zero {block}×{block} blocks")
-        ax.legend()
     left.set_xscale("log", base=2)
     left.set_yscale("log")
     left.set_xlabel("random tree size n (nodes)")
@@ -35,6 +35,8 @@ def plot_block_counts(random_summary: pd.DataFrame, logged_summary: pd.DataFrame
     right.set_xlabel("prefix length")
     right.set_title(f"logged trees (mean {logged_summary.nodes.mean():.0f} nodes; DySpec Fig. 9)")
     fig.tight_layout()
+    fig.legend(*left.get_legend_handles_labels(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2,
+               frameon=False, title="order")
     return fig
 
 
@@ -67,4 +69,5 @@ def plot_attention_times(times: pd.DataFrame) -> Figure:
     ax.set_ylabel(f"attention time (ms, {times.device.iloc[0]})")
     ax.set_xlabel("tree size n (nodes)")
     ax.set_title("one masked attention call, original vs DFS order")
+    legend_outside(ax)
     return fig

@@ -11,7 +11,10 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from spectree.reports.figures.checks import legend_outside
+
 CURRENT_COLOR = "#d62728"
+LOG_SPAN = 10.0  # a τ–γ plot whose γ spans more than this factor draws γ on a log scale
 
 
 def plot_frontier(front: pd.DataFrame, current: Optional[dict] = None, label: str = "current",
@@ -72,9 +75,11 @@ def plot_tau_gamma(table: pd.DataFrame, ax: Optional[Axes] = None, title: str = 
                  sort=False, estimator=None, ax=ax)
     ax.set_xlabel("τ: tokens per target forward (accepted + 1)")
     ax.set_ylabel("γ: draft tokens verified per forward")
+    if len(data) and data.gamma.min() > 0 and data.gamma.max() > LOG_SPAN * data.gamma.min():
+        ax.set_yscale("log")  # one wide tree (VCT's γ in the hundreds) would flatten every other curve
+        ax.set_ylabel("γ: draft tokens verified per forward (log scale)")
     ax.set_title(title)
-    if ax.get_legend() is not None:
-        ax.legend(fontsize=8, loc="upper left")
+    legend_outside(ax)
     return ax
 
 

@@ -50,6 +50,24 @@ def node_labels(tree: DraftTree, tokenizer: Any = None, max_chars: int = 10) -> 
     return [token_label(t, tokenizer, max_chars) for t in tree.tokens.tolist()]
 
 
+def node_probs(tree: DraftTree) -> list[Optional[float]]:
+    """Each node's draft probability p, where the tree holds one: its `draft_prob`, else its joint P over its
+    parent's (a policy that reads no probabilities leaves both NaN: `core.policy.NodeTable.node_fields`); None where
+    neither is known, and at the root."""
+    probs, joint, parents = tree.draft_prob.tolist(), tree.joint.tolist(), tree.parents.tolist()
+    out: list[Optional[float]] = []
+    for i, (p, parent) in enumerate(zip(probs, parents)):
+        if parent < 0:
+            out.append(None)
+        elif np.isfinite(p):
+            out.append(float(p))
+        elif np.isfinite(joint[i]) and np.isfinite(joint[parent]) and joint[parent] > 0:
+            out.append(float(joint[i] / joint[parent]))
+        else:
+            out.append(None)
+    return out
+
+
 # --- layout ---------------------------------------------------------------------------------------------
 
 def tree_layout(tree: DraftTree) -> dict[int, tuple[float, float]]:
@@ -80,16 +98,17 @@ def draw_tree(tree: DraftTree, tokenizer: Any = None, accepted: Optional[list[in
     """Layered drawing of a draft tree: x = depth, y = DFS leaf order; labels are token text (or ids).
 
     `accepted` (node indices, root excluded) is highlighted in green, with its edges; `show_prob` adds
-    each node's draft probability p under its label.
+    each node's draft probability p under its label where the tree holds one (`node_probs`), no number elsewhere.
     """
     pos = tree_layout(tree)
     n_rows = max(len(tree.leaves()), 1)
     d_max = int(tree.depth.max()) if len(tree) else 0
     if ax is None:
-        _, ax = plt.subplots(figsize=(1.9 * (d_max + 1) + 1.0, 0.42 * n_rows + 1.2))
+        width = 1.9 * (d_max + 1) + 1.0
+        _, ax = plt.subplots(figsize=(width, max(0.42 * n_rows + 1.2, width / 2.5)))  # a chain: no strip
     on_path = {0, *(accepted or [])}
     labels = node_labels(tree, tokenizer, max_chars)
-    probs = tree.draft_prob.tolist()
+    probs = node_probs(tree)
     for i, p in enumerate(tree.parents.tolist()):
         if p < 0:
             continue
@@ -105,7 +124,7 @@ def draw_tree(tree: DraftTree, tokenizer: Any = None, accepted: Optional[list[in
             face, edge, color = ACCEPT_COLOR, ACCEPT_COLOR, "white"
         else:
             face, edge, color = NODE_COLOR, EDGE_COLOR, "black"
-        text = labels[i] if (i == 0 or not show_prob) else f"{labels[i]}\n{probs[i]:.2f}"
+        text = labels[i] if (probs[i] is None or not show_prob) else f"{labels[i]}\n{probs[i]:.2f}"
         ax.text(x, y, text, ha="center", va="center", color=color, zorder=3,
                 fontsize=7 if small else 8.5, linespacing=0.95,
                 bbox=dict(boxstyle="round,pad=0.25", fc=face, ec=edge, lw=1.0))
@@ -117,6 +136,7 @@ def draw_tree(tree: DraftTree, tokenizer: Any = None, accepted: Optional[list[in
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
     note = f", accepted {len(accepted)}" if accepted is not None else ""
+    note += "; under each token its draft probability p" if show_prob and any(p is not None for p in probs) else ""
     ax.set_title(f"draft tree: {len(tree) - 1} draft tokens, depth {d_max}{note}", fontsize=10)
     return ax
 
@@ -207,8 +227,9 @@ def draw_kept_tree(forest: Forest, tree_id: int, kept: np.ndarray, K: int, expan
     n_rows = max(len(tree.leaves()), 1)
     d_max = int(tree.depth.max()) if len(tree) else 0
     if ax is None:
-        height = min(0.34 * n_rows + 1.2, 14)
-        fig, ax = plt.subplots(figsize=(max(1.6 * (d_max + 1) + 1.0, 6.5), height))
+        width = max(1.6 * (d_max + 1) + 1.0, 6.5)
+        height = max(min(0.34 * n_rows + 1.2, 14), width / 2.5)
+        fig, ax = plt.subplots(figsize=(width, height))
         fig.subplots_adjust(left=0.03, right=0.97, bottom=0.55 / height, top=1 - 0.45 / height)
     labels = node_labels(tree, tokenizer, 8)
     for i, p in enumerate(tree.parents.tolist()):

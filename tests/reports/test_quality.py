@@ -9,7 +9,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE
+from spectree.analysis.verdicts import FAILS, HOLDS, INCONCLUSIVE
 from spectree.core.errors import SpectreeError
 from spectree.reports import projection, quality, quality_readings
 

@@ -2,7 +2,7 @@
 over prompts, the best hybrid against HF generate per prompt set, and the lossless grid's verdict."""
 import pytest
 
-from spectree.analysis.claims import FAILS, HOLDS, INCONCLUSIVE
+from spectree.analysis.verdicts import FAILS, HOLDS, INCONCLUSIVE
 from spectree.speed.bench import HF, HF_LOOKUP, HF_PACKED, Mismatch, Run
 from spectree.speed import hybrids
 from spectree.strategies import Hybrid, parse_strategy

@@ -18,8 +18,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from spectree.analysis.claims import (BAR, Evidence, all_of, bootstrap_rule, claim, not_testable, pooled,
+from spectree.analysis.claims import (Evidence, all_of, bootstrap_rule, claim, not_testable, pooled,
                                       pooled_difference, unscored)
+from spectree.analysis.verdicts import BAR
 from spectree.analysis.draft_arms import Drafts, below_floor, draft_card, seeds_of
 from spectree.core.decode import greedy_continuation, walk_continuation
 from spectree.core.errors import SpectreeError

@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from spectree.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, MIN_UNITS, Evidence, all_of, claim, enough_units,
-                                      halves_of, interval_rule, not_testable, prompts_reading, unscored)
+from spectree.analysis.claims import (MIN_UNITS, Evidence, all_of, claim, enough_units, halves_of, interval_rule,
+                                      not_testable, prompts_reading, unscored)
+from spectree.analysis.verdicts import FAILS, HOLDS, INCONCLUSIVE
 from spectree.analysis.diagnosis import reading
 from spectree.analysis.sparsity import summarise_blocks
 

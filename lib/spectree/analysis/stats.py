@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from spectree.analysis.claims import INCONCLUSIVE, MIN_PROMPTS, Evidence, all_of, claim, cluster_rule
+from spectree.analysis.claims import MIN_PROMPTS, Evidence, all_of, claim, cluster_rule
+from spectree.analysis.verdicts import INCONCLUSIVE
 from spectree.analysis.claims import jsonable  # noqa: F401  (re-exported: the notebooks' summaries use it)
 from spectree.analysis.rules import prompt_codes, prompt_sums, ratio_statistic, spearman_statistic
 

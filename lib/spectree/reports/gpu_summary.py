@@ -55,7 +55,8 @@ def lossless_claim(result: dict[str, Any], dtype: str, large: Optional[dict[str,
     of the dtype, or in bf16 within twice the control's noise floor at that shape: `floors`), does not hold at the
     first other mismatch, and is inconclusive while a setting was skipped. A deterministic count, n = generations
     checked; every mismatch is named. `label`: the path's name in the claim (e.g. "through CUDA graphs")."""
-    from spectree.analysis.claims import BAR, FAILS, HOLDS, INCONCLUSIVE, LOSSLESS, Evidence, claim
+    from spectree.analysis.claims import LOSSLESS, Evidence, claim
+    from spectree.analysis.verdicts import BAR, FAILS, HOLDS, INCONCLUSIVE
 
     floors = (floors or {}) if dtype == "bfloat16" else {}  # the control is bf16's
     checked = int(result["checked"])
@@ -97,7 +98,8 @@ def control_claim(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """bf16: every divergence of our AR loop from HF generate and of our trees from our AR loop is within twice the
     control's noise floor of the same model (the control: HF SDPA vs HF eager on the same weights and prompts);
     `measured`: `controls`' labelled results."""
-    from spectree.analysis.claims import BAR, FAILS, HOLDS, INCONCLUSIVE, Evidence, claim
+    from spectree.analysis.claims import Evidence, claim
+    from spectree.analysis.verdicts import BAR, FAILS, HOLDS, INCONCLUSIVE
     from spectree.speed.divergence import CONTROL, within_control
 
     ours, outside, n = [], [], 0
@@ -122,7 +124,8 @@ def share_claim(cost: dict[str, Any], prompts: Optional[int] = None) -> dict[str
     """Tree construction ≤ TREE_SHARE_BAR of a step for every family at the largest shape with shares measured.
     Its units are the `prompts` the one timing run decoded (each family's share is pooled over them; `env.json`'s
     plan, `share_prompts`), not the families: each family is one reading of its own share. Unknown: 0 units."""
-    from spectree.analysis.claims import BAR, FAILS, HOLDS, INCONCLUSIVE, Evidence, claim
+    from spectree.analysis.claims import Evidence, claim
+    from spectree.analysis.verdicts import BAR, FAILS, HOLDS, INCONCLUSIVE
 
     measured = {s: m for s, m in cost["shapes"].items() if m.get("tree_shares")}
     if not measured:

@@ -20,7 +20,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from spectree.analysis.claims import BAR, INCONCLUSIVE, Evidence, claim, interval_rule
+from spectree.analysis.claims import Evidence, claim, interval_rule
+from spectree.analysis.verdicts import BAR, INCONCLUSIVE
 from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy
 from spectree.replay.logbook import LoggedPrompt

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from spectree.analysis.claims import BAR, FAILS, HOLDS, INCONCLUSIVE
+from spectree.analysis.verdicts import BAR, FAILS, HOLDS, INCONCLUSIVE
 
 PAPERS_AGREEMENT = (0.55, 0.85)  # the papers' drafts: top-1 agreement 0.6–0.85 at draft position 1, with a margin
 # (11's targets 0.6 and 0.8 land at 0.60 and 0.81 on the default prompts)

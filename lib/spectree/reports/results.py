@@ -26,7 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
-from spectree.analysis.claims import BAR, count, verdict_text
+from spectree.analysis.claims import count, verdict_text
+from spectree.analysis.verdicts import BAR
 from spectree.core.machine import host_name
 from spectree.core.paths import atomic_write_text, figures_dir, home
 from spectree.reports.result_figures import RESULTS_DIR, copies_text, figure_lines, write_copies

@@ -30,7 +30,8 @@ from tqdm.auto import tqdm
 from spectree.core.errors import SpectreeError
 from spectree.core.manifest import file_digest, reuse_or_rebuild
 from spectree.core.paths import atomic_write_text, data_dir, figures_dir, home
-from spectree.analysis.claims import BAR, verdict_text
+from spectree.analysis.claims import verdict_text
+from spectree.analysis.verdicts import BAR
 from spectree.reports.notebook_kernel import SharedKernel, kernel_manager_class
 from spectree.core.machine import environment
 from spectree.reports.profiles import profile_params, run_settings

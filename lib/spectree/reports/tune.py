@@ -179,7 +179,8 @@ def held_out_claim(rows: pd.DataFrame, tuned: str, default: str, engine: str, wh
     the pooled projected tokens/s of the tuned setting over the default's, 95% paired bootstrap over the prompts
     (at least `claims.MIN_PROMPTS` of them). A bar of ours (kind "bar"): no paper states it, and the papers' claims
     are counted apart."""
-    from spectree.analysis.claims import BAR, bootstrap_rule, claim, pooled_quotient
+    from spectree.analysis.claims import bootstrap_rule, claim, pooled_quotient
+    from spectree.analysis.verdicts import BAR
 
     a = rows[rows.label == "tuned"].set_index("prompt")
     b = rows[rows.label == "default"].set_index("prompt").loc[a.index]

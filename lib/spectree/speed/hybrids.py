@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from spectree.analysis.claims import (BAR, FAILS, HOLDS, INCONCLUSIVE, LOSSLESS, Evidence, all_of, bootstrap_rule,
-                                      claim, pooled_quotient)
+from spectree.analysis.claims import LOSSLESS, Evidence, all_of, bootstrap_rule, claim, pooled_quotient
+from spectree.analysis.verdicts import BAR, FAILS, HOLDS, INCONCLUSIVE
 from spectree.core.policy import Policy
 from spectree.prompts import Prompt
 from spectree.speed.bench import HF, HF_LOOKUP, HF_PACKED, REFERENCES, Mismatch, Run

@@ -19,7 +19,8 @@ from typing import Any, Mapping, Optional
 import numpy as np
 import pandas as pd
 
-from spectree.analysis.claims import BAR, MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, pooled
+from spectree.analysis.claims import MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, pooled
+from spectree.analysis.verdicts import BAR
 from spectree.analysis.diagnosis import GPU, reading
 from spectree.analysis.stats import DYSPEC_DRAFT_T
 from spectree.analysis.sweep_claims import C2T_TABLE_2, DYSPEC_SEQUOIA_SHARE, GREEDY_DRAFT

@@ -84,6 +84,15 @@ def labelled_rows(*policies: Policy) -> dict[str, Policy]:
     return {spec_label(p): p for p in policies}
 
 
+def sampled(rows: dict[str, Policy], labels: Sequence[str]) -> dict[str, Policy]:
+    """The rows a profile decodes at T > 0: those of `labels` (every row when empty). A label no row has is an error
+    naming the labels there are, so a misspelt profile fails before any decoding, not with a missing row later."""
+    unknown = [label for label in labels if label not in rows]
+    if unknown:
+        raise SpectreeError(f"sampled_rows names {unknown}, which no row has; the rows are: {sorted(rows)}")
+    return {k: v for k, v in rows.items() if k in labels} if labels else dict(rows)
+
+
 BUDGET_ROLES = ("sequences", "sequoia", "eagle2", "dyspec")  # the trees of one draft-token budget, by strategy name
 
 

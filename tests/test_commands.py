@@ -270,7 +270,7 @@ def test_every_command_serves_or_refuses_every_draft_kind(command, kind, world, 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_hf_assisted_needs_a_standalone_draft(kind, world, tmp_path, capsys, monkeypatch):
-    from spectree.speed.bench import HF_ASSISTED
+    from spectree.speed.references import HF_ASSISTED
 
     pair, out = world.pair(kind), tmp_path / "bench.json"
     argv = ["bench", "--pair", pair, *world.common, "--strategies", "chain:k=2", "--hf-assisted", "--json", str(out)]

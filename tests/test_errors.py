@@ -20,7 +20,8 @@ from spectree.core.sampling import Sampling
 from spectree.drafts.edd import EDDDrafter, add_fusion, one_layer_draft
 from spectree.prompts import Prompt, chat_ids, parse_prompt_spec
 from spectree.replay.logbook import LogConfig, write_logbook
-from spectree.speed.bench import Run, hf_generate, run_strategies, summarize_runs
+from spectree.speed.bench import Run, run_strategies, summarize_runs
+from spectree.speed.references import hf_generate
 from spectree.strategies import parse_strategy
 from spectree.strategies.gunjur import EntropyBranching
 from spectree.strategies.static import Kary

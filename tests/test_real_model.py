@@ -7,7 +7,8 @@ from spectree.core.drafting import CachedLM
 from spectree.prompts import chat_ids, load_prompts
 from spectree.replay.logbook import LogConfig, read_logbook, write_logbook
 from spectree.replay.replay import replay
-from spectree.speed.bench import HF, find_mismatches, run_strategies
+from spectree.speed.bench import find_mismatches, run_strategies
+from spectree.speed.references import HF
 from spectree.strategies import parse_strategy
 
 pytestmark = pytest.mark.slow
@@ -46,7 +47,7 @@ def test_greedy_decoding_on_packed_kernels_matches_stock_hf_generate():
     """`bench`'s default: our decoder on prepacked oneDNN weights (target and EDD draft) against the stock
     HF `generate` reference, and HF `generate` itself on the packed kernels."""
     from spectree.drafts.pairs import load_pair
-    from spectree.speed.bench import HF_PACKED
+    from spectree.speed.references import HF_PACKED
 
     pair = load_pair("smollm2-135m-instruct+edd:smollm2-edd@8192", kernels="packed")
     prompts = load_prompts("mtbench", 1) + load_prompts("humaneval", 1)

@@ -15,7 +15,8 @@ from spectree.analysis import sweep_claims as S
 from spectree.analysis import rules as R
 from spectree.analysis import sparsity_claims, surfaces
 from spectree.analysis.acceptance import draft_claims, pooled_report
-from spectree.speed.bench import HF, Run
+from spectree.speed.bench import Run
+from spectree.speed.references import HF
 from spectree.speed.speed_claims import speed_claims
 from spectree.speed.tables import budget_labels
 
@@ -348,7 +349,7 @@ def test_a_bar_of_ours_in_the_paper_column_is_an_error():
 def test_speed_claims_leave_the_reference_rows_out():
     """HF's own assisted generation and prompt lookup are reference rows: never "the best strategy" of our decoder,
     and their tree share (none) does not count."""
-    from spectree.speed.bench import HF_ASSISTED, HF_LOOKUP
+    from spectree.speed.references import HF_ASSISTED, HF_LOOKUP
 
     best = "best strategy ≥ 1.3× HF generate (issue goal; paper speedups 2–3× on GPUs)"
     claims = {c["name"]: c for c in speed_claims({0.0: _runs({HF_LOOKUP: 1.0, HF_ASSISTED: 1.5, "chain-2": 2.5})})}

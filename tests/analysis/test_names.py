@@ -4,7 +4,9 @@ import math
 import pandas as pd
 import pytest
 
-from spectree.speed.bench import HF, Run
+from spectree.speed.bench import Run
+
+from spectree.speed.references import HF
 from spectree.analysis.names import (AR_LABEL, PAPER_7B, PAPER_13B, SD_ST, VS_AR, VS_HF, paper_kind, sd_st, spec_label,
                                   speedup_name, to_hf)
 from spectree.speed.tables import budget_labels, dyspec_layout, equal_budget_sequences, speed_strategies, speed_table

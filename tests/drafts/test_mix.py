@@ -91,7 +91,8 @@ def test_mix_drafts_decode_losslessly(folders, real, weight):
 
 
 def test_bench_marks_mix_rows_as_synthetic(folders):
-    from spectree.speed.bench import HF, run_strategies, summarize_runs
+    from spectree.speed.bench import run_strategies, summarize_runs
+    from spectree.speed.references import HF
 
     models = pairs.load_pair(mix_pair(folders, 0.5), device="cpu")
     table = summarize_runs(run_strategies(models, PROMPTS[:1], {"chain": parse_strategy("chain:k=2")}, 6,

@@ -83,7 +83,8 @@ def test_own_pair_loads_and_decodes_losslessly(own, loaded, twin):
 
 
 def test_own_pair_benches_with_an_hf_assisted_row(loaded):
-    from spectree.speed.bench import HF, HF_ASSISTED, find_mismatches, run_strategies, summarize_runs
+    from spectree.speed.bench import find_mismatches, run_strategies, summarize_runs
+    from spectree.speed.references import HF, HF_ASSISTED
 
     policies = {s: parse_strategy(s) for s in POLICIES[:2]}
     runs = run_strategies(loaded, PROMPTS, policies, 8, warmup=False, hf_assisted=True)
@@ -287,7 +288,8 @@ def test_log_and_replay_on_a_folder_pair(own, loaded, eagle_pair, draft, tmp_pat
 
 def test_hf_prompt_lookup_is_a_reference_row(own, loaded, tmp_path):
     from spectree.cli import main
-    from spectree.speed.bench import HF, HF_LOOKUP, run_strategies, summarize_runs
+    from spectree.speed.bench import run_strategies, summarize_runs
+    from spectree.speed.references import HF, HF_LOOKUP
 
     runs = run_strategies(loaded, PROMPTS, {"chain:k=3": parse_strategy("chain:k=3")}, 8, warmup=False, hf_lookup=3)
     outputs = {(r.strategy, r.prompt): r.tokens for r in runs}
@@ -303,7 +305,8 @@ def test_hf_prompt_lookup_is_a_reference_row(own, loaded, tmp_path):
 
 def test_an_eagle_pair_benches(eagle_pair):
     """`bench` on a folder target with an EAGLE head: rows for HF generate and each policy, outputs equal HF's."""
-    from spectree.speed.bench import HF, find_mismatches, run_strategies, summarize_runs
+    from spectree.speed.bench import find_mismatches, run_strategies, summarize_runs
+    from spectree.speed.references import HF
 
     models = pairs.load_pair(eagle_pair, device="cpu")
     runs = run_strategies(models, PROMPTS, {s: parse_strategy(s) for s in POLICIES}, 8, warmup=False)

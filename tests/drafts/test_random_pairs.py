@@ -74,7 +74,8 @@ def test_the_sharpened_head_separates_the_greedy_choice():
 def test_greedy_decoding_on_a_random_pair_is_lossless_in_bf16():
     from spectree.core.decode import as_drafter, speculative_generate
     from spectree.drafts.mix import MixDrafter
-    from spectree.speed.bench import hf_generate, tie_gap, top2
+    from spectree.speed.bench import tie_gap, top2
+    from spectree.speed.references import hf_generate
     from spectree.core.sampling import Sampling
     from spectree.prompts import chat_ids
     from spectree.strategies import parse_strategy

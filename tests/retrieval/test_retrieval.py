@@ -31,13 +31,47 @@ def test_the_index_grows_incrementally_as_it_does_at_once():
     for i in range(0, len(TEXT), 3):
         step.extend(TEXT[i:i + 3])
     once = ContextIndex(4, TEXT)
-    assert (step.text, step.counts, step.seen, step.last) == (once.text, once.counts, once.seen, once.last)
+    assert (step.text, step.counts, step.seen, step.last, step.first) == (once.text, once.counts, once.seen, once.last,
+                                                                       once.first)
 
 
 def test_prompt_lookup_copies_what_followed_the_latest_match():
     branch, = Lookup(len=3, n=3, min_n=2).propose(ContextIndex(3, TEXT))
     assert branch.tokens == [7, 1, 2]
     assert Lookup(n=3, min_n=3).propose(ContextIndex(3, TEXT)) == []  # no 3-token suffix occurred before
+
+
+def test_prompt_lookup_first_occurrence_reads_the_first_match():
+    """TEXT's "5 6" was first followed by 7 (position 2): `occurrence=first` copies from there, the default from the
+    latest (position 9); a 1-token context only where `min_n` allows it."""
+    index = ContextIndex(3, TEXT)
+    assert Lookup(len=3, n=2, occurrence="first").propose(index)[0].tokens == [7, 8, 5]
+    assert Lookup(len=3, n=2).propose(index)[0].tokens == [7, 1, 2]
+    assert index.first[(5, 6)] == 2 and index.first[(6,)] == 2
+    with pytest.raises(SpectreeError, match="occurrence must be one of"):
+        Lookup(occurrence="last")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hf_rule_proposes_what_hf_prompt_lookup_proposes(seed):
+    """`HF_RULE` is HF's `PromptLookupCandidateGenerator` (the last 2 tokens, then 1, first occurrence left to right,
+    10 tokens): on every prefix of random texts over a small vocabulary (many repeats, many misses) both propose the
+    same candidates, none where HF proposes none."""
+    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+    from spectree.retrieval.proposers import HF_RULE
+    from spectree.strategies import parse_strategy
+
+    ours = parse_strategy(f"ar+{HF_RULE}").retrieval[0]
+    hf = PromptLookupCandidateGenerator(num_output_tokens=10, max_matching_ngram_size=2, max_length=10_000)
+    g = torch.Generator().manual_seed(seed)
+    text = torch.randint(0, 6 + 4 * seed, (120,), generator=g).tolist()
+    for end in range(2, len(text)):
+        prefix = text[:end]
+        candidates, _ = hf.get_candidates(torch.tensor([prefix]))
+        expected = candidates[0, end:].tolist()
+        proposed = ours.propose(ContextIndex(ours.n, prefix))
+        assert (proposed[0].tokens if proposed else []) == expected, (seed, end)
 
 
 def test_the_suffix_proposer_branches_on_counts_and_extends_each_branch():

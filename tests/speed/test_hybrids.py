@@ -3,7 +3,8 @@ over prompts, the best hybrid against HF generate per prompt set, and the lossle
 import pytest
 
 from spectree.analysis.verdicts import FAILS, HOLDS, INCONCLUSIVE
-from spectree.speed.bench import HF, HF_LOOKUP, HF_PACKED, Mismatch, Run
+from spectree.speed.bench import Mismatch, Run
+from spectree.speed.references import HF, HF_LOOKUP, HF_PACKED
 from spectree.speed import hybrids
 from spectree.strategies import Hybrid, parse_strategy
 

@@ -12,7 +12,8 @@ from spectree.core.decode import as_drafter
 from spectree.core.errors import SpectreeError
 from spectree.drafts.pairs import reference_draft
 from spectree.prompts import Prompt
-from spectree.speed.bench import HF, run_strategies
+from spectree.speed.bench import run_strategies
+from spectree.speed.references import HF
 from spectree.speed.tables import best_tree, head_reference, saved_best_tree, speed_table
 from spectree.strategies import parse_strategy
 
@@ -66,3 +67,33 @@ def test_a_reference_pair_must_draft_for_the_same_target(tmp_path):
     other, _ = own_pair_folders(tmp_path / "b", seed=3)
     with pytest.raises(SpectreeError, match="reference pair .* a reference row must draft for the same target"):
         reference_draft(f"{target}+hf:{draft}", f"{other}+hf:{draft}", (None, None, None))
+
+
+def test_hf_rows_count_their_forwards_and_have_a_twin_on_our_kernels():
+    """Every HF reference row reads τ and γ off the forwards HF ran (`references.counted`): 1 and 0 for plain
+    generate; HF prompt lookup's equal those of `ar` + HF's rule on our loop (the same proposals on the same greedy
+    text: the same accepted tokens, up to the last forward, where HF trims its candidates to the tokens left); on
+    packed kernels each HF row has its twin there, and the same-kernel speedup of a stock row is against HF generate."""
+    from spectree.core.kernels import pack_linears
+    from spectree.retrieval.proposers import HF_RULE
+    from spectree.speed.bench import summarize_runs
+    from spectree.speed.references import HF_LOOKUP, HF_LOOKUP_PACKED, HF_PACKED, REFERENCES
+
+    target, draft = tiny_llama(seed=3, layers=2, vocab=31), tiny_llama(seed=1, layers=1, vocab=31)
+    pack_linears(target, draft)
+    rule = f"ar+{HF_RULE.replace('len=10', 'len=4')}"
+    runs = run_strategies((target, draft, ToyChat()), PROMPTS, {rule: parse_strategy(rule)}, 40, warmup=False,
+                          hf_lookup=4)
+    table = summarize_runs(runs).set_index("strategy")
+    assert set(table.index) == {HF, HF_PACKED, HF_LOOKUP, HF_LOOKUP_PACKED, rule} <= {*REFERENCES, rule}
+    assert table.exact.eq(1.0).all()
+    assert table.loc[[HF, HF_PACKED], "tau"].eq(1.0).all() and table.loc[[HF, HF_PACKED], "gamma"].eq(0).all()
+    hf = [r for r in runs if r.strategy == HF_LOOKUP]
+    ours = [r for r in runs if r.strategy == rule]
+    assert table.loc[rule, "tau"] > 1.2 and table.loc[HF_LOOKUP, "tau"] > 1.2  # the lookups were accepted
+    for a, b in zip(hf, ours):
+        assert abs(a.forwards - b.forwards) <= 1 and a.forwards >= b.forwards
+    assert table.loc[HF_LOOKUP, "tau"] == pytest.approx(table.loc[HF_LOOKUP_PACKED, "tau"])
+    assert table.loc[HF_LOOKUP, "speedup_same_kernels"] == table.loc[HF_LOOKUP, "speedup"]
+    assert table.loc[HF_LOOKUP_PACKED, "speedup_same_kernels"] == pytest.approx(
+        table.loc[HF_LOOKUP_PACKED, "tokens_per_s"] / table.loc[HF_PACKED, "tokens_per_s"])

@@ -8,7 +8,8 @@ from helpers import ToyChat, tiny_llama
 
 from spectree.core.errors import SpectreeError
 from spectree.prompts import Prompt
-from spectree.speed.bench import HF, Run, find_mismatches, run_strategies, summarize_runs, unsteady_outputs
+from spectree.speed.bench import Run, find_mismatches, run_strategies, summarize_runs, unsteady_outputs
+from spectree.speed.references import HF
 from spectree.speed.tables import prompt_rows, by_category, per_prompt, speed_table
 from spectree.strategies import parse_strategy
 
@@ -49,7 +50,8 @@ def test_one_repeat_keeps_the_old_columns_and_numbers(models):
     assert {r.repeat for r in runs} == {0}
     table = summarize_runs(runs)
     assert [c for c in table.columns if c not in ("speedup_min", "speedup_median", "projected", "projected_error")
-            and c != "prefill_frac"] == OLD_COLUMNS  # the projection (`speed.stepmodel`) and the prefill share: added
+            and c not in ("prefill_frac", "keep_frac", "rest_frac")] == OLD_COLUMNS  # added since: the projection
+    # (`speed.stepmodel`) and the time split's prefill, keep and rest shares
     t = table.set_index("strategy")
     assert t.speedup.tolist() == (t.tokens_per_s / t.loc[HF, "tokens_per_s"]).tolist()  # the pooled ratio, as before
     assert t.speedup_min.tolist() == t.speedup_median.tolist() == t.speedup.tolist()

@@ -112,7 +112,8 @@ def test_bench_rows_carry_the_projection_beside_the_measurement():
     from helpers import ToyChat
 
     from spectree.prompts import Prompt
-    from spectree.speed.bench import HF, HF_PACKED, run_strategies, summarize_runs
+    from spectree.speed.bench import run_strategies, summarize_runs
+    from spectree.speed.references import HF, HF_PACKED
 
     target, draft = tiny_llama(0, layers=3), tiny_llama(1, layers=1)
     prompts = [Prompt("toy", "a", "c", "x"), Prompt("toy", "b", "c", "y")]
@@ -157,7 +158,8 @@ def test_a_run_priced_on_another_machines_cost_model_is_its_own_steps_there():
     from helpers import ToyChat
 
     from spectree.prompts import Prompt
-    from spectree.speed.bench import HF, run_strategies, steps_priced
+    from spectree.speed.bench import run_strategies, steps_priced
+    from spectree.speed.references import HF
 
     target, draft = tiny_llama(0, layers=3), tiny_llama(1, layers=1)
     gpu = replace(CURVE, step=fit_steps(synthetic_steps(100), CURVE))

@@ -4,7 +4,9 @@ import math
 import pandas as pd
 import pytest
 
-from spectree.speed.bench import HF, Run
+from spectree.speed.bench import Run
+
+from spectree.speed.references import HF
 from spectree.speed.tables import gunjur_per_prompt, per_prompt, wasted_passes
 
 

@@ -56,8 +56,12 @@ def _calibrated(policies: dict, pair: str, models, cost=None) -> dict:
 def cmd_bench(args) -> int:
     from spectree.core.sampling import Sampling
     from spectree.drafts.pairs import load_pair
+    from spectree.analysis.claims import claims_text
     from spectree.speed.bench import format_table, run_strategies, summarize_runs
     from spectree.speed.costmodel import pair_cost_model
+    from spectree.speed.references import HF_LOOKUP_PACKED
+    from spectree.speed.speed_claims import PLAIN, lookup_claim
+    from spectree.speed.tables import prompt_rows, speed_table
     from spectree.speed.stepmodel import residual_lines
 
     policies = _policies(args.strategies)
@@ -82,13 +86,15 @@ def cmd_bench(args) -> int:
         print("\n".join(f"  {line}" for line in residual_lines(cost.step)))
     for name, why in skipped.items():
         print(f"skipped {name}: {why}")
+    if sampling.greedy and (table.strategy == HF_LOOKUP_PACKED).any() and set(policies) - {*PLAIN, *skipped}:
+        print(claims_text([lookup_claim(prompt_rows(runs), speed_table(runs))]))
     _write_json(args.json, {"config": vars(args), "rows": table.to_dict(orient="records"), "skipped": skipped,
                             "step_model": asdict(cost.step) if cost.step is not None else None})
     return 0
 
 
 def _check_assistant(pair: str) -> None:
-    """`--hf-assisted` needs a standalone draft LM as HF's assistant_model (`speed.bench.standalone`): a pair whose
+    """`--hf-assisted` needs a standalone draft LM as HF's assistant_model (`speed.references.standalone`): a pair whose
     draft is none is refused from its spec (a trained draft's kind from its checkpoint's metadata), before a load."""
     from spectree.drafts.pairs import check_draft_file, check_pair_name
 

@@ -92,7 +92,8 @@ def cmd_try(args) -> int:
     from spectree.cli.commands import _calibrated, _placed, _policies
     from spectree.drafts.pairs import check_pair_name, check_pair_prompts, load_pair
     from spectree.prompts import Prompt
-    from spectree.speed.bench import HF, run_strategies, summarize_runs
+    from spectree.speed.bench import run_strategies, summarize_runs
+    from spectree.speed.references import HF
 
     if not args.prompt.strip():
         raise SpectreeError('the prompt is empty: give the text to decode, e.g. python -m spectree try '

@@ -133,7 +133,7 @@ def _speed_rows(s: dict[str, Any], temp: str) -> list[dict[str, Any]]:
 def _speedups(s: dict[str, Any], part: str) -> str:
     """The fastest of our strategies in the figure's own table (that temperature's rows; HF's references and our AR
     loop excluded), over HF generate and, where measured, over HF on our kernels."""
-    from spectree.speed.bench import REFERENCES
+    from spectree.speed.references import REFERENCES
 
     temp = _temperature(part)
     ours = [r for r in _speed_rows(s, temp) if r["method"] not in {*REFERENCES.values(), "AR (our loop)"}

@@ -45,9 +45,10 @@ PACKAGES = ("torch", "transformers", "numpy")  # the packages whose versions can
 PROMPT_PARAMS = ("prompts", "dataset")  # notebook parameters that hold a prompt spec (`dataset` with `n_prompts`)
 
 
-# notebook parameters `--pair` sets: the pair, and no reference rows (another draft of the shipped target: `--set
-# reference_pair=PAIR` names one of the user's own)
-PAIR_PARAMS = {"pair": lambda pair: pair, "pairs": lambda pair: [pair], "reference_pair": lambda pair: ""}
+# notebook parameters `--pair` sets: the pair, and no reference rows or HF assistant (drafts of the shipped
+# target: `--set reference_pair=PAIR` or `hf_assistant=PAIR` names one of the user's own)
+PAIR_PARAMS = {"pair": lambda pair: pair, "pairs": lambda pair: [pair], "reference_pair": lambda pair: "",
+               "hf_assistant": lambda pair: ""}
 
 
 def notebook_parameters(notebook: Path) -> dict:

@@ -327,7 +327,8 @@ class Explorer:
         """Decode `live_prompts` prompts of the logbook with the current settings, our AR loop and HF generate (the
         reference) and show measured tokens/s and speedup vs HF generate beside the estimate, the estimate's speedup
         vs our AR loop turned vs HF generate by our AR loop's live ratio (`names.to_hf`); returns those numbers."""
-        from spectree.speed.bench import HF, run_strategies, summarize_runs
+        from spectree.speed.bench import run_strategies, summarize_runs
+        from spectree.speed.references import HF
         from spectree.strategies import autoregressive
 
         settings = self.settings()

@@ -3,7 +3,7 @@
 A bounded-depth suffix trie kept as a hash map: for every context c of 1..`order` tokens that occurred followed by a
 token, how often each next token followed it and where it last did. Appending a token adds `order` entries, so
 the index grows in O(new tokens) per step; a query (the longest indexed suffix of a text) costs `order` lookups.
-Prompt lookup (PLD) reads the latest occurrence of the longest matching context; the suffix proposer reads the
+Prompt lookup (PLD) reads the latest (or first) occurrence of the longest matching context; the suffix proposer reads the
 next-token counts (`spectree.retrieval.proposers`).
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ class ContextIndex:
     counts  {context: Counter(next)}    how often each token followed each context (tuples of 1..order tokens)
     seen    {context: int}              how often the context occurred followed by a token (its counts' sum)
     last    {context: position}         the position of the token that followed the context's latest occurrence
+    first   {context: position}         ... its first occurrence (HF's prompt lookup reads that one)
     """
 
     def __init__(self, order: int, tokens: Sequence[int] = ()):
@@ -27,6 +28,7 @@ class ContextIndex:
         self.counts: dict[tuple, Counter] = {}
         self.seen: dict[tuple, int] = {}
         self.last: dict[tuple, int] = {}
+        self.first: dict[tuple, int] = {}
         self.extend(tokens)
 
     def __len__(self) -> int:
@@ -42,6 +44,7 @@ class ContextIndex:
                 self.counts.setdefault(ctx, Counter())[t] += 1
                 self.seen[ctx] = self.seen.get(ctx, 0) + 1
                 self.last[ctx] = i
+                self.first.setdefault(ctx, i)
             text.append(int(t))
 
     def match(self, tail: Sequence[int], shortest: int, longest: Optional[int] = None) -> tuple[int, Optional[tuple]]:

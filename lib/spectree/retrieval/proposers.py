@@ -77,23 +77,34 @@ class Retrieval:
         return self.name + (":" + ",".join(params) if params else "")
 
 
+OCCURRENCES = ("latest", "first")  # which earlier occurrence of the matched suffix prompt lookup copies after
+
+
 @dataclass(frozen=True)
 class Lookup(Retrieval):
-    """Prompt lookup: the `len` tokens after the latest earlier occurrence of the text's longest matching suffix
-    (`n` down to `min_n` tokens), in the prompt or the generation so far."""
+    """Prompt lookup: the `len` tokens after the `occurrence` (latest or first) of the text's longest suffix of `n`
+    down to `min_n` tokens that occurred before, in the prompt or the generation so far. HF's rule
+    (`PromptLookupCandidateGenerator`: the last 2 tokens, then the last 1, their first occurrence left to right) is
+    `lookup:len=10,n=2,min_n=1,occurrence=first` (`HF_RULE`)."""
 
-    len: int = 8
-    n: int = 3
-    min_n: int = 2
+    len: int = 8  # tokens copied per proposal
+    n: int = 3  # the longest suffix of the text matched
+    min_n: int = 2  # the shortest
+    occurrence: str = "latest"  # "latest" or "first" (HF's)
 
     name: ClassVar[str] = "lookup"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.occurrence not in OCCURRENCES:
+            raise SpectreeError(f"lookup: occurrence must be one of {list(OCCURRENCES)}, got {self.occurrence!r}")
 
     def propose(self, index: ContextIndex) -> list[Branch]:
         text = index.text
         n, ctx = index.match(text, self.min_n, self.n)
         if ctx is None:
             return []
-        start = index.last[ctx]
+        start = index.last[ctx] if self.occurrence == "latest" else index.first[ctx]
         tail = text[-index.order:]
         return [scored(index, tail, text[start: start + self.len], 1, index.order)]
 
@@ -103,10 +114,10 @@ class Suffix(Retrieval):
     """Suffix index: the `k` most frequent next tokens of the longest matching context (`n` down to `min_n`
     tokens), each extended by its own most frequent continuation up to `len` tokens."""
 
-    k: int = 2
-    len: int = 8
-    n: int = 8
-    min_n: int = 2
+    k: int = 2  # branches: the most frequent next tokens
+    len: int = 8  # tokens per branch at most
+    n: int = 8  # the longest context matched
+    min_n: int = 2  # the shortest (a branch ends where none matches)
 
     name: ClassVar[str] = "suffix"
 
@@ -137,5 +148,6 @@ class Suffix(Retrieval):
 
 
 RETRIEVERS = {"lookup": Lookup, "suffix": Suffix}
+HF_RULE = "lookup:len=10,n=2,min_n=1,occurrence=first"  # HF's prompt lookup as one of ours (`prompt_lookup_num_tokens=10`)
 
-__all__ = ["Branch", "Retrieval", "Lookup", "Suffix", "RETRIEVERS", "scored"]
+__all__ = ["Branch", "Retrieval", "Lookup", "Suffix", "RETRIEVERS", "HF_RULE", "OCCURRENCES", "scored"]

@@ -5,7 +5,8 @@ and just after EOS. Prompts are interleaved (HF, then every strategy, per prompt
 `repeats` times in a row per prompt) so drift in machine load hits all methods alike. The reference
 `hf-generate` always runs on the stock kernels; when the pair was loaded with prepacked weights
 (`load_pair(..., kernels="auto")` or "packed"), `hf-generate-packed` (HF `generate` on the same kernels as our
-decoder) separates what the kernels gain from what speculation gains.
+decoder) separates what the kernels gain from what speculation gains; HF prompt lookup and assisted generation
+have the same twin (`speed.references`), and every HF row's forwards are counted, so its τ and γ are read as ours.
 """
 from __future__ import annotations
 
@@ -18,9 +19,8 @@ from typing import Mapping, Optional, Sequence, Union
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
-from transformers import PreTrainedModel
 
-from spectree.core.decode import Prefill, check_prompt, speculative_generate, truncate
+from spectree.core.decode import Prefill, speculative_generate
 from spectree.core.drafting import draft_model, offer_sampling
 from spectree.core.errors import SpectreeError, TreeTooLarge
 from spectree.core.kernels import is_packed, stock_kernels
@@ -28,40 +28,9 @@ from spectree.core.policy import Policy
 from spectree.core.sampling import Sampling
 from spectree.prompts import Prompt, chat_ids, check_prompts
 from spectree.speed.load import OtherLoad, busy_warning
+from spectree.speed.references import (HF, HF_ASSISTED, HF_LOOKUP, HF_PACKED, ON_OUR_KERNELS, REFERENCES, STOCK,
+                                       counted, hf_generate, standalone)
 from spectree.speed.stepmodel import plain_seconds, predict_live
-
-HF = "hf-generate"
-HF_ASSISTED = "hf-assisted"  # HF assisted generation with the pair's standalone draft as assistant_model
-HF_LOOKUP = "hf-prompt-lookup"  # HF prompt lookup decoding (prompt_lookup_num_tokens): n-grams of the prompt, no draft
-HF_PACKED = "hf-generate-packed"  # HF generate on the (auto or) prepacked kernels our decoder uses (kernels.py)
-REFERENCES = {HF: "HF generate", HF_PACKED: "HF generate, our kernels", HF_ASSISTED: "HF assisted generation",
-              HF_LOOKUP: "HF prompt lookup"}  # the reference rows, by their readable names in the speed tables
-
-
-def standalone(draft) -> bool:
-    """Whether a pair's draft is a standalone causal LM (layer-skip, VDM, `hf:`), so that HF assisted generation
-    can use it as its assistant_model (EDD and EAGLE drafts read the target's hidden states)."""
-    return isinstance(draft, PreTrainedModel)
-
-
-@torch.inference_mode()
-def hf_generate(target, ids: list[int], max_new_tokens: int, sampling: Sampling, eos_id: int,
-                seed: int = 0, assistant=None, lookup: int = 0) -> list[int]:
-    """The reference: HF `generate` on the target alone (greedy, or sampling with the same T / top-p);
-    with `assistant`, HF's own assisted (speculative) generation; with `lookup` > 0, HF's prompt lookup decoding
-    (candidates of `lookup` tokens copied from matching n-grams of the prompt and output so far)."""
-    kwargs = {"do_sample": False} if sampling.greedy else {
-        "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
-    if assistant is not None:
-        kwargs["assistant_model"] = assistant
-    if lookup > 0:
-        kwargs["prompt_lookup_num_tokens"] = lookup
-    ids = check_prompt(target.config, ids, max_new_tokens)
-    torch.manual_seed(seed)
-    out = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens,
-                          eos_token_id=eos_id, pad_token_id=eos_id, **kwargs)
-    return truncate(out[0, len(ids):].tolist(), max_new_tokens, (eos_id,))
-
 
 @dataclass
 class Run:
@@ -85,6 +54,7 @@ class Run:
     prefill_s: float = math.nan  # the prompt through the target and the draft's start (our loop's runs)
     depth_sum: float = math.nan  # Σ over steps of the tree's depth (our loop's runs; NaN: not recorded)
     priced_s: float = math.nan  # the run's own steps priced on another machine's cost model (`priced_on`), no prefill
+    keep_s: float = math.nan  # keeping the accepted path's KV, part of verify_s (our loop's runs)
 
 
 Policies = Union[Sequence[Policy], Mapping[str, Policy]]  # policies, or {label: policy}
@@ -105,13 +75,13 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                    hf_assisted: bool = False, skipped: Optional[dict[str, str]] = None,
                    hf_packed: Optional[bool] = None, hf_lookup: int = 0, repeats: int = 1,
                    drafts: Optional[Mapping[str, object]] = None, cost=None,
-                   share_prefill: bool = False, priced_on=None) -> list[Run]:
+                   share_prefill: bool = False, priced_on=None, assistant=None) -> list[Run]:
     """Decode every prompt with HF `generate` (and, if asked, HF assisted generation with the pair's
     standalone draft, and HF prompt lookup decoding with `hf_lookup` candidate tokens: reference rows) and each
     policy; one `Run` per (prompt, method, repeat), named by the policy's label. Each prompt is decoded by every
     method once per pass, `repeats` passes in a row (`Run.repeat`), so load drift hits all methods alike; under
     greedy decoding the passes must give the same tokens (a warning says where they do not). With packed
-    models, `hf_packed` (default: yes) also times HF `generate` on the same kernels. A policy whose trees
+    models, `hf_packed` (default: yes) also times each HF row on the same kernels (`references.ON_OUR_KERNELS`). A policy whose trees
     outgrow `Policy.max_nodes` is dropped from every prompt, with the reason in `skipped` (before decoding when
     its setting alone does, `Policy.oversized`). Every prompt is checked against the target first (`check_prompt`:
     its tokens, max_new_tokens and the deepest tree must fit the context window). `drafts` gives some labels
@@ -123,11 +93,12 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     read tokens, τ and γ, not time (its runs' seconds leave the prompt out, and a busy machine is not warned of).
     `priced_on` (a `CostModel` with its step model, e.g. the GPU checklist's, `reports.projection.gpu_cost_models`):
     each policy's run also carries `priced_s`, its own decoding steps priced there (`stepmodel.predict_live`; the
-    prompt's prefill, the same for every method, left out)."""
+    prompt's prefill, the same for every method, left out). `assistant`: the standalone draft LM of the same target
+    HF assisted generation uses (`hf_assisted`; default: the pair's draft), e.g. a VDM beside an EDD pair."""
     target, draft, tok = models
     drafts = dict(drafts or {})
-    assistant = draft if hf_assisted and standalone(draft) else None
-    if hf_assisted and assistant is None:
+    assistant = (assistant if assistant is not None else draft) if hf_assisted else None
+    if hf_assisted and not standalone(assistant):
         raise SpectreeError("HF assisted generation needs a standalone draft model (hf:, VDM or layer-skip), "
                             "not a drafter that reads the target's hidden states")
     policies = labelled(policies)
@@ -174,24 +145,28 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
             decode(name, ids, 4)
 
     def reference(name: str, prompt: Prompt, ids: list[int], repeat: int, **kwargs) -> None:
-        with OtherLoad() as load:
+        with OtherLoad() as load, counted(target) as forwards, counted(kwargs.get("assistant")) as drafted:
             t0 = time.perf_counter()
             out = hf_generate(target, ids, max_new_tokens, sampling, eos, seed, **kwargs)
             seconds = time.perf_counter() - t0
-        n = len(out) if name in (HF, HF_PACKED) else 0  # HF's own loop: one forward per token
-        runs.append(Run(name, prompt.key, prompt.category, out, seconds, n, n, 0, 0.0, 0.0, other_cores=load.cores,
-                        repeat=repeat))
+        runs.append(Run(name, prompt.key, prompt.category, out, seconds, forwards.n, len(out), forwards.gamma,
+                        drafted.prefill_s + drafted.seconds, forwards.seconds, other_cores=load.cores, repeat=repeat,
+                        prefill_s=forwards.prefill_s))
+
+    def references(prompt: Prompt, ids: list[int], repeat: int, packed: bool) -> None:
+        """HF generate, then (where asked) HF assisted generation and HF prompt lookup, on our kernels' rows when
+        `packed`."""
+        names = {HF: {}, **({HF_ASSISTED: {"assistant": assistant}} if assistant is not None else {}),
+                 **({HF_LOOKUP: {"lookup": hf_lookup}} if hf_lookup > 0 else {})}
+        for name, kwargs in names.items():
+            reference(ON_OUR_KERNELS[name] if packed else name, prompt, ids, repeat, **kwargs)
 
     def one_pass(prompt: Prompt, ids: list[int], repeat: int) -> None:
         """Every method once on one prompt: the references, then each policy in order."""
-        with stock_kernels(target, *{id(d): draft_model(d) for d in [draft, *drafts.values()]}.values()):
-            reference(HF, prompt, ids, repeat)
+        with stock_kernels(target, *{id(d): draft_model(d) for d in [draft, *drafts.values(), assistant]}.values()):
+            references(prompt, ids, repeat, packed=False)
         if hf_packed:
-            reference(HF_PACKED, prompt, ids, repeat)
-        if assistant is not None:
-            reference(HF_ASSISTED, prompt, ids, repeat, assistant=assistant)
-        if hf_lookup > 0:
-            reference(HF_LOOKUP, prompt, ids, repeat, lookup=hf_lookup)
+            references(prompt, ids, repeat, packed=True)
         shared = Prefill.of(target, ids) if share_prefill else None
         for name in list(policies):
             with OtherLoad() as load:
@@ -206,7 +181,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             other_cores=load.cores, repeat=repeat, projected_s=projected_seconds(g, cost),
                             plain_s=plain_projected_seconds(g, cost),
                             prefill_s=g.prefill_s, depth_sum=sum(s.depth for s in g.steps),
-                            priced_s=steps_priced(g, priced_on)))
+                            priced_s=steps_priced(g, priced_on), keep_s=sum(s.keep_s for s in g.steps)))
 
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):
         ids = chat_ids(tok, prompt.text)
@@ -269,7 +244,12 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
     `exact`: the fraction of runs whose output equals HF's in the same repeat exactly, lengths included.
     Everything is pooled over prompts and repeats, except the speedups: `speedup` (= `speedup_median`) is the
     median over repeats of each repeat's speedup (`repeat_speedups`), `speedup_min` the smallest, and
-    `speedup_same_kernels` the median against HF generate on our (packed) kernels; one repeat: the pooled ratio."""
+    `speedup_same_kernels` the median against HF generate on the row's own kernels (our kernels' rows against
+    HF generate on them, HF's stock rows against HF generate; NaN without HF on our kernels); one repeat: the pooled
+    ratio. Every row has τ and γ: HF's rows from the forwards HF ran (`references.counted`). The time split sums to 1:
+    draft_frac (tree building included: tree_frac), verify_frac (the target's forward, verification and keeping the
+    path's KV: keep_frac), prefill_frac (the prompt) and rest_frac (the loop around them); HF's rows: the
+    assistant's forwards, the target's forwards after the first, the first."""
     sampled = any(r.sampled for r in runs) if sampled is None else sampled
     df = pd.DataFrame([r.__dict__ for r in runs])
     df["n_tokens"] = df.tokens.map(len)
@@ -279,6 +259,7 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
         tokens=("n_tokens", "sum"), seconds=("seconds", "sum"), forwards=("forwards", "sum"),
         tau_sum=("tau_sum", "sum"), gamma_sum=("gamma_sum", "sum"), draft_s=("draft_s", "sum"),
         verify_s=("verify_s", "sum"), tree_s=("tree_s", "sum"), prefill_s=("prefill_s", lambda x: x.sum(min_count=1)),
+        keep_s=("keep_s", lambda x: x.sum(min_count=1)),
         exact=("exact", "mean"),
         other_cores=("other_cores", "mean"))
     agg["tokens_per_s"] = agg.tokens / agg.seconds
@@ -295,23 +276,30 @@ def summarize_runs(runs: list[Run], sampled: Optional[bool] = None) -> pd.DataFr
                                                    df.projected_s / df.plain_s * at_anchor))
     agg["projected"] = repeat_speedups(projected, HF).median(axis=1).where(~agg.index.isin(list(REFERENCES)))
     agg["projected_error"] = agg.projected / agg.speedup - 1
-    # against HF generate on the same (auto or packed) kernels: what speculation gains beyond the kernels
-    agg["speedup_same_kernels"] = repeat_speedups(df, HF_PACKED).median(axis=1)
+    # against HF generate on the same kernels: what speculation gains beyond the kernels (HF's stock rows against
+    # HF generate, every other row against HF generate on our kernels; NaN without that row)
+    same = repeat_speedups(df, HF_PACKED).median(axis=1).reindex(agg.index)
+    agg["speedup_same_kernels"] = same.where(~agg.index.isin(STOCK) | same.isna(), agg.speedup)
     agg["tau"] = agg.tau_sum / agg.forwards
     agg["gamma"] = agg.gamma_sum / agg.forwards
     agg["draft_frac"] = agg.draft_s / agg.seconds
     agg["verify_frac"] = agg.verify_s / agg.seconds
     agg["tree_frac"] = agg.tree_s / agg.seconds  # tree construction's share of the decoding time
-    agg["prefill_frac"] = agg.prefill_s / agg.seconds  # the prompt's share (no tree changes it; NaN: HF's rows)
+    agg["keep_frac"] = agg.keep_s / agg.seconds  # the accepted path's KV kept (within verify; NaN: HF's rows)
+    agg["prefill_frac"] = agg.prefill_s / agg.seconds  # the prompt's share (no tree changes it)
+    # what the terms above leave: the loop around them (ours: sampling, bookkeeping; HF's: its candidate generator,
+    # logits processors, cache cropping); our draft_s holds tree_s
+    agg["rest_frac"] = 1 - (agg.draft_s + agg.verify_s + agg.prefill_s.fillna(0)) / agg.seconds
     agg["ms_per_token"] = 1000 * agg.seconds / agg.tokens
     agg["synthetic"] = df.groupby("strategy", sort=False).synthetic.any()
     agg.loc[agg.synthetic, ["tokens_per_s", "speedup", "speedup_min", "speedup_median", "speedup_same_kernels",
                             "projected", "projected_error", "seconds", "ms_per_token", "draft_frac", "verify_frac",
-                            "tree_frac", "prefill_frac"]] = float("nan")
+                            "tree_frac", "keep_frac", "prefill_frac", "rest_frac"]] = float("nan")
     agg = agg.reset_index()  # a synthetic draft above: τ, γ only
     return agg[["strategy", "tokens_per_s", "speedup", "projected", "projected_error", "speedup_min",
                 "speedup_median", "speedup_same_kernels", "tau", "gamma", "tokens", "forwards", "seconds",
-                "ms_per_token", "draft_frac", "verify_frac", "tree_frac", "prefill_frac", "other_cores"]
+                "ms_per_token", "draft_frac", "verify_frac", "tree_frac", "keep_frac", "prefill_frac", "rest_frac",
+                "other_cores"]
                + ([] if sampled else ["exact"])
                + (["synthetic"] if agg.synthetic.any() else [])]
 

@@ -15,7 +15,8 @@ from spectree.analysis.claims import LOSSLESS, Evidence, all_of, bootstrap_rule,
 from spectree.analysis.verdicts import BAR, FAILS, HOLDS, INCONCLUSIVE
 from spectree.core.policy import Policy
 from spectree.prompts import Prompt
-from spectree.speed.bench import HF, HF_LOOKUP, HF_PACKED, REFERENCES, Mismatch, Run
+from spectree.speed.bench import Mismatch, Run
+from spectree.speed.references import HF, HF_LOOKUP, HF_LOOKUP_PACKED, HF_PACKED, REFERENCES
 from spectree.analysis.names import AR_LABEL
 from spectree.speed.tables import aligned, prompt_rows, speed_table, versus
 from spectree.strategies import autoregressive, parse_strategy
@@ -131,6 +132,8 @@ def retrieval_claims(runs: list[Run], copy_set: str, rows: Sequence[str], trees:
         t = speed_table(subset).set_index("strategy")
         beside = {name: t.loc[key, col] for name, key, col in [("same kernels", best, "speedup_same_kernels"),
                                                                ("HF prompt lookup", HF_LOOKUP, "speedup"),
+                                                               ("HF prompt lookup on our kernels", HF_LOOKUP_PACKED,
+                                                                "speedup"),
                                                                ("best tree alone", best_of(subset, trees), "speedup")]
                   if key in t.index and col in t.columns}  # no column: not run (`speed_table` drops it)
         ours = f"{best}: {t.loc[best, 'speedup']:.2f}× (" + ", ".join(f"{k} {v:.2f}×" for k, v in beside.items()) + ")"

@@ -25,7 +25,8 @@ from spectree.analysis.claims import Evidence, bootstrap_rule, pooled_difference
 from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy
 from spectree.prompts import Prompt
-from spectree.speed.bench import HF, REFERENCES, Run, run_strategies, summarize_runs
+from spectree.speed.bench import Run, run_strategies, summarize_runs
+from spectree.speed.references import HF, REFERENCES
 from spectree.analysis.names import AR_LABEL, spec_label
 from spectree.strategies import C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching, Kary
 from spectree.strategies import NaiveWidth, Sequences, Sequoia, autoregressive

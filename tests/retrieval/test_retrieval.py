@@ -11,7 +11,9 @@ from spectree.core.errors import SpectreeError
 from spectree.prompts import Prompt
 from spectree.replay.logbook import LogConfig, log_prompt
 from spectree.replay.replay import replay
-from spectree.retrieval import Branch, ContextIndex, Lookup, Suffix, graft
+from spectree.retrieval import Branch, ContextIndex, Lookup, Suffix, graft, proposals
+from spectree.retrieval.proposers import HF_RULE, trimmed
+from spectree.retrieval.walk import walk
 from spectree.strategies import Hybrid, parse_strategy
 
 TEXT = [5, 6, 7, 8, 5, 6, 9, 5, 6, 7, 1, 2, 5, 6]  # "5 6" is followed by 7, 9, 7, then the text ends in "5 6"
@@ -36,9 +38,37 @@ def test_the_index_grows_incrementally_as_it_does_at_once():
 
 
 def test_prompt_lookup_copies_what_followed_the_latest_match():
-    branch, = Lookup(len=3, n=3, min_n=2).propose(ContextIndex(3, TEXT))
+    branch, = Lookup(len=3, n=3, min_n=2, occurrence="latest").propose(ContextIndex(3, TEXT))
     assert branch.tokens == [7, 1, 2]
     assert Lookup(n=3, min_n=3).propose(ContextIndex(3, TEXT)) == []  # no 3-token suffix occurred before
+
+
+def test_prompt_lookup_copies_after_both_occurrences_and_less_after_one_token():
+    """`occurrence=both` copies after the latest "5 6" (→ 7 1 2) and the first (→ 7 8 5): two branches sharing their
+    7; one branch where both occurrences are one. A 1-token match ("8" alone) copies `len1` tokens, and only with
+    `min_n=1`: the default proposes after 2- or 3-token matches only."""
+    latest, first = Lookup(len=3, occurrence="both").propose(ContextIndex(3, TEXT))
+    assert (latest.tokens, first.tokens) == ([7, 1, 2], [7, 8, 5])
+    once = [5, 6, 7, 1, 5, 6]
+    assert [b.tokens for b in Lookup(len=3, occurrence="both").propose(ContextIndex(3, once))] == [[7, 1, 5]]
+    ends_in_8 = [3, 8, 4, 4, 4, 4, 4, 9, 8]  # "9 8" never occurred before: the 1-token "8" matches
+    assert [b.tokens for b in Lookup(len=5, min_n=1, len1=2).propose(ContextIndex(3, ends_in_8))] == [[4, 4]]
+    assert [b.tokens for b in Lookup(len=5, min_n=1, len1=9).propose(ContextIndex(3, ends_in_8))] == [[4, 4, 4, 4, 4]]
+    assert Lookup(len=5).propose(ContextIndex(3, ends_in_8)) == []
+    with pytest.raises(SpectreeError, match="len1 must be"):
+        Lookup(len1=0)
+
+
+def test_branches_end_at_a_stop_token_and_at_the_tokens_left():
+    branch = Branch([4, 2, 7, 2], [0.5] * 4, [1] * 4)
+    assert trimmed(branch, stop=(2,)).tokens == [4, 2]  # the EOS itself may be accepted; nothing after it
+    assert trimmed(branch, limit=3).tokens == [4, 2, 7] and trimmed(branch, limit=0).tokens == []
+    assert trimmed(branch, stop=(9,), limit=9) is branch
+    index = ContextIndex(3, TEXT)
+    (_, cut), = proposals([Lookup(len=3, occurrence="latest")], index, stop=(1,))
+    assert [b.tokens for b in cut] == [[7, 1]]
+    (_, none), = proposals([Lookup(len=3, occurrence="both")], index, limit=0)
+    assert none == []  # no tokens left: nothing grafted
 
 
 def test_prompt_lookup_first_occurrence_reads_the_first_match():
@@ -46,7 +76,7 @@ def test_prompt_lookup_first_occurrence_reads_the_first_match():
     latest (position 9); a 1-token context only where `min_n` allows it."""
     index = ContextIndex(3, TEXT)
     assert Lookup(len=3, n=2, occurrence="first").propose(index)[0].tokens == [7, 8, 5]
-    assert Lookup(len=3, n=2).propose(index)[0].tokens == [7, 1, 2]
+    assert Lookup(len=3, n=2, occurrence="latest").propose(index)[0].tokens == [7, 1, 2]
     assert index.first[(5, 6)] == 2 and index.first[(6,)] == 2
     with pytest.raises(SpectreeError, match="occurrence must be one of"):
         Lookup(occurrence="last")
@@ -162,3 +192,34 @@ def test_retrieval_nodes_carry_their_features_through_live_decoding(loopy_target
     for source, match, prob in nodes:
         assert (source == 2).all() and (match >= 1).all() and ((prob > 0) & (prob <= 1)).all()
     assert np.isclose(sum(s.tau for s in gen.steps), len(gen.tokens)) or sum(s.tau for s in gen.steps) > len(gen.tokens)
+
+
+@pytest.mark.parametrize("spec", ["ar+lookup", "ar+lookup:len=4,occurrence=both,min_n=1", "ar+suffix:k=2,len=4,min_n=1",
+                                  f"ar+{HF_RULE}"])
+def test_walking_a_greedy_continuation_gives_live_decodings_tau_and_gamma(spec, loopy_target):
+    """`retrieval.walk` (no model) = live decoding of a retrieval-only policy, step for step in total: τ, forwards and
+    γ, with an EOS that ends the generation (branches cut after it) and without one (cut to the tokens left)."""
+    ids = [2, 20, 21, 22, 7, 20, 21]
+    policy = parse_strategy(spec)
+    plain = speculative_generate(loopy_target, None, ids, None, 40).tokens
+    for stop in [(), (plain[25],)]:
+        live = speculative_generate(loopy_target, None, ids, policy, 40, eos_ids=stop)
+        walked = walk(policy.retrieval, ids, live.tokens, 40, stop)
+        assert (walked.tokens, walked.forwards, walked.candidates) == (
+            sum(s.tau for s in live.steps), len(live.steps), sum(s.gamma for s in live.steps)), (spec, stop)
+
+
+def test_replay_cuts_branches_as_live_at_an_eos(loopy_target):
+    """A generation ended by an EOS: replay cuts the branches after it and to the tokens left, as live does."""
+    draft = tiny_llama(seed=1, layers=1, vocab=31)
+    ids = FixedPrompt().apply_chat_template([])
+    eos = speculative_generate(loopy_target, None, ids, None, 24).tokens[15]
+    cfg = LogConfig(max_new_tokens=24, K=7, d_max=4, beam=400)
+    logged = log_prompt(loopy_target, draft, FixedPrompt(), Prompt("toy", "0", "toy", "x"), cfg, eos_ids=(eos,))
+    assert logged.n_valid < 24
+    for spec in ["ar+lookup:len=4", "chain:k=2+lookup:len=4,min_n=1"]:
+        policy = parse_strategy(spec)
+        live = speculative_generate(loopy_target, draft, ids, policy, 24, eos_ids=(eos,))
+        steps = replay([logged], policy)
+        assert steps.tau.tolist() == [s.tau for s in live.steps], spec
+        assert steps.gamma.tolist() == [s.gamma for s in live.steps], spec

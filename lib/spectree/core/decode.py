@@ -121,7 +121,7 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
     """
     seq = check_prompt(target.config, prompt_ids, max_new_tokens, policy.max_depth if policy is not None else 0)
     start = time.perf_counter()
-    grafter = policy.grafter(seq) if policy is not None else None  # retrieval branches (a hybrid's)
+    grafter = policy.grafter(seq, eos_ids) if policy is not None else None  # retrieval branches (a hybrid's)
     policy = policy.drafting if policy is not None else None  # what grows the draft's nodes
     drf = as_drafter(draft) if policy is not None and policy.d_max > 0 else None
     hidden_layer = drf.hidden_layer if drf is not None and drf.needs_hidden else None
@@ -143,7 +143,7 @@ def speculative_generate(target: PreTrainedModel, draft, prompt_ids: list[int],
         else:
             tree = DraftTree.root(seq[-1], len(seq))
         if grafter is not None:
-            tree = grafter.graft(tree)
+            tree = grafter.graft(tree, max_new_tokens - len(gen.tokens) - 1)  # the bonus token is the target's
         t1 = time.perf_counter()
         out = tgt.feed_tree(tree, torch.arange(len(tree)), hidden_layer is not None)
         verify_forward_s = tgt.forwards[-1][1]

@@ -298,9 +298,10 @@ class Policy:
 
     retrieval: ClassVar[tuple] = ()  # retrieval proposers grafted into its trees (a `strategies.hybrid.Hybrid`'s)
 
-    def grafter(self, tokens: list[int]):
+    def grafter(self, tokens: list[int], stop: tuple[int, ...] = ()):
         """What grafts retrieval branches into this policy's trees over a generation that starts from the
-        committed `tokens` (`retrieval.Grafter`: `graft(tree)`, `extend(new tokens)`); None: no retrieval."""
+        committed `tokens` (`retrieval.Grafter`: `graft(tree, limit)`, `extend(new tokens)`; branches end at a
+        `stop` token); None: no retrieval."""
         return None
 
     @property

@@ -83,7 +83,12 @@ class HybridSteps:
         self.bounds = np.searchsorted(forest.tree[self.rows], np.arange(forest.n_trees + 1))
 
     def start(self, lp: LoggedPrompt) -> None:
-        self.grafter, self.at = Grafter(self.retrieval, lp.prompt_ids), 0
+        """Branches are cut as live (`core.decode`): to the tokens left of max_new_tokens (the continuation runs
+        d_max past it) and after the EOS that ended the generation, where one did (a logbook keeps no EOS ids: an
+        EOS in a branch of a generation cut by length is kept, which only its step's γ sees)."""
+        self.max_new = len(lp.continuation) - lp.d_max
+        stop = (lp.continuation[lp.n_valid - 1],) if lp.n_valid < self.max_new else ()
+        self.grafter, self.at = Grafter(self.retrieval, lp.prompt_ids, stop), 0
 
     def step(self, lp: LoggedPrompt, t: int, pos: int) -> tuple[int, int, int]:
         """(accepted, size, depth) of the hybrid tree at position `pos` (forest tree `t`)."""
@@ -92,7 +97,8 @@ class HybridSteps:
         rows, cols = self.rows[self.bounds[t]:self.bounds[t + 1]], self.forest.cols
         parents = np.where(cols["parents"][rows] >= 0, np.searchsorted(rows, cols["parents"][rows]), -1)
         tokens, depth = cols["tokens"][rows], cols["depth"][rows]
-        new = graft_columns(parents, tokens, depth, cols["joint"][rows], self.grafter.proposals())
+        proposed = self.grafter.proposals(self.max_new - pos - 1)  # cut to the tokens left, as live
+        new = graft_columns(parents, tokens, depth, cols["joint"][rows], proposed)
         parents, tokens = np.concatenate([parents, new["parents"]]), np.concatenate([tokens, new["tokens"]])
         kids = {(p, tok): c for c, (p, tok) in enumerate(zip(parents.tolist(), tokens.tolist())) if p >= 0}
         node, a, cont = 0, 0, lp.continuation[pos:]

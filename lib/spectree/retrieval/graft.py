@@ -7,19 +7,22 @@ finished tree (`DraftTree`), replay into the policy's kept rows of each logged t
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
 from spectree.core.tree import LONG_FIELDS, NODE_FIELDS, DraftTree, Nodes
 from spectree.retrieval.index import ContextIndex
-from spectree.retrieval.proposers import Branch, Retrieval
+from spectree.retrieval.proposers import Branch, Retrieval, trimmed
 
 
-def proposals(retrievers: Sequence[Retrieval], index: ContextIndex) -> list[tuple[int, list[Branch]]]:
-    """[(source code, branches)] of every proposer, in the order they are grafted."""
-    return [(r.source, r.propose(index)) for r in retrievers]
+def proposals(retrievers: Sequence[Retrieval], index: ContextIndex, stop: Sequence[int] = (),
+              limit: Optional[int] = None) -> list[tuple[int, list[Branch]]]:
+    """[(source code, branches)] of every proposer, in the order they are grafted; each branch cut after a `stop`
+    token and to `limit` tokens (`proposers.trimmed`; empty ones dropped)."""
+    cut = [[trimmed(b, stop, limit) for b in r.propose(index)] for r in retrievers]
+    return [(r.source, [b for b in branches if b.tokens]) for r, branches in zip(retrievers, cut)]
 
 
 def graft_columns(parents: np.ndarray, tokens: np.ndarray, depth: np.ndarray, joint: np.ndarray,
@@ -60,20 +63,22 @@ def graft(tree: DraftTree, proposed: list[tuple[int, list[Branch]]]) -> DraftTre
 
 class Grafter:
     """The proposers of one generation over their shared index of the committed text (prompt + output so far):
-    live decoding asks it to `graft` each draft tree and `extend`s it with every step's new tokens."""
+    live decoding asks it to `graft` each draft tree and `extend`s it with every step's new tokens. A branch ends
+    at its first `stop` token (the EOS ids: as HF's prompt lookup, nothing past one is ever used) and, given a
+    step's `limit`, after the tokens the generation may still take less the target's own."""
 
-    def __init__(self, retrievers: Sequence[Retrieval], tokens: Sequence[int]):
-        self.retrievers = tuple(retrievers)
+    def __init__(self, retrievers: Sequence[Retrieval], tokens: Sequence[int], stop: Sequence[int] = ()):
+        self.retrievers, self.stop = tuple(retrievers), tuple(stop)
         self.index = ContextIndex(max(r.n for r in self.retrievers), tokens)
 
     def extend(self, tokens: Sequence[int]) -> None:
         self.index.extend(tokens)
 
-    def proposals(self) -> list[tuple[int, list[Branch]]]:
-        return proposals(self.retrievers, self.index)
+    def proposals(self, limit: Optional[int] = None) -> list[tuple[int, list[Branch]]]:
+        return proposals(self.retrievers, self.index, self.stop, limit)
 
-    def graft(self, tree: DraftTree) -> DraftTree:
-        return graft(tree, self.proposals())
+    def graft(self, tree: DraftTree, limit: Optional[int] = None) -> DraftTree:
+        return graft(tree, self.proposals(limit))
 
 
 __all__ = ["proposals", "graft_columns", "graft", "Grafter"]

@@ -70,7 +70,7 @@ PAPERS: dict[str, str] = {
     "sglang": "SGLang's EAGLE-2 tree (serving engine)",
     "trtllm": "TensorRT-LLM's dynamic tree (serving engine)",
     "choices": "a static tree in the engines' choices format (TensorRT-LLM eagle_choices, vLLM)",
-    "lookup": "retrieval: prompt lookup decoding (Saxena 2023); HF's rule: len=10,n=2,min_n=1,occurrence=first",
+    "lookup": "retrieval: prompt lookup decoding (Saxena 2023); HF's rule: len=10,n=2,min_n=1,len1=10,occurrence=first",
     "suffix": "retrieval: suffix counts (after SAM-Decoding, Hu et al. 2024)",
 }
 

@@ -51,8 +51,8 @@ class Hybrid(Policy):
     def drafting(self) -> Policy:
         return self.base
 
-    def grafter(self, tokens: list[int]) -> Grafter:
-        return Grafter(self.retrieval, tokens)
+    def grafter(self, tokens: list[int], stop: tuple[int, ...] = ()) -> Grafter:
+        return Grafter(self.retrieval, tokens, stop)
 
     @property
     def max_depth(self) -> int:

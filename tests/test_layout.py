@@ -208,16 +208,19 @@ def test_every_module_uses_what_it_imports_and_lists_only_its_own_names(name):
 
 
 def test_docs_name_every_room_and_its_floor():
+    """docs/layout.md's floor table is the room graph's, and it and README's "How it fits together" name every room
+    (the package's own `__init__.py` and `__main__.py` aside)."""
     layout, readme = (ROOT / "docs" / "layout.md").read_text(), (ROOT / "README.md").read_text()
-    for room in room_graph():
-        if room == "__init__":
-            continue
+    rooms = room_graph()
+    rooms.remove_nodes_from(["__init__", "__main__"])
+    fits = readme.split("## How it fits together", 1)[1].split("\n## ", 1)[0]
+    for room in rooms:
         shown = f"`{room}/`" if (LIB / room).is_dir() else f"`{room}.py`"
         assert shown in layout, f"docs/layout.md does not name {shown}"
-        assert shown in readme.split("## How it fits together", 1)[1].split("\n## ", 1)[0], \
-            f"README's 'How it fits together' does not name {shown}"
-    for i, rooms in enumerate(floors(room_graph())):
-        listed = re.search(rf"^{i} \| (.*)$", layout, re.MULTILINE)
+        assert shown in fits, f"README's 'How it fits together' does not name {shown}"
+    for i, floor in enumerate(floors(rooms)):
+        listed = re.search(rf"^\| {i} \| (.*)\|$", layout, re.MULTILINE)
         assert listed, f"docs/layout.md lists no floor {i}"
         named = set(re.findall(r"`(\w+)(?:/|\.py)`", listed.group(1)))
-        assert named == set(rooms) - {"__init__"}, f"floor {i} is {sorted(rooms)}, docs/layout.md says {sorted(named)}"
+        assert named == set(floor), f"floor {i} is {floor}, docs/layout.md says {sorted(named)}"
+    assert not re.search(rf"^\| {len(floors(rooms))} \|", layout, re.MULTILINE), "docs/layout.md lists a floor too many"

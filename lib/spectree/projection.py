@@ -1,6 +1,7 @@
-"""Projected speed from replay, behind notebook 11 (and the GPU's cost models notebook 13 reads): each policy
-family's replayed trees and τ priced by a cost model (`pricing.price_replay`), on this machine and on the GPU
-checklist's measured target shapes, and the projection's check against live decoding over several runs.
+"""Projected speed from replay, behind notebook 11 (and the GPU checklist's cost models that notebooks 03 and 13 and
+`tune` read, `gpu_cost_models`): each policy family's replayed trees and τ priced by a cost model
+(`pricing.price_replay`), on this machine and on the GPU checklist's measured target shapes, and the projection's
+check against live decoding over several runs.
 
 One speedup baseline: a cost model prices our loop's steps, so a projection is a speedup vs our AR loop
 (`names.VS_AR`, plain decoding through our loop on the same kernels); `to_hf` with our AR loop's live ratio to HF

@@ -300,7 +300,7 @@ class Policy:
 
     def grafter(self, tokens: list[int]):
         """What grafts retrieval branches into this policy's trees over a generation that starts from the
-        committed `tokens` (`retrieval.Grafter`: `graft(tree)`, `extend(new tokens)`); None: no retrieval."""
+        committed `tokens` (`retrieval.graft.Grafter`: `graft(tree)`, `extend(new tokens)`); None: no retrieval."""
         return None
 
     @property

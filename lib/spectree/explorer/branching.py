@@ -1,6 +1,6 @@
 """A safe parser for Gunjur et al.'s branching function B(H), typed in the explorer: an expression in H (numbers, H,
 + − × ÷ **, comparisons, min, max, ceil, floor, `a if cond else b`; nothing else is evaluated) or a table of
-`H bound, width` rows. The result is a `Branching`, which `strategies.EntropyBranching(branching=...)` calls."""
+`H bound, width` rows. The result is a `Branching`, which `strategies.gunjur.EntropyBranching(branching=...)` calls."""
 from __future__ import annotations
 
 import ast

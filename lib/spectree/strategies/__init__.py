@@ -5,8 +5,8 @@ dataclass, so `parse_strategy("eagle2:K=8,N=32") == Eagle2(K=8, N=32)` and `poli
 Strings are parsed once, at the edges (command line, notebook parameters); everything inside takes `Policy`
 objects. A new strategy is one file in this package plus one line in REGISTRY.
 
-Retrieval proposers (`spectree.retrieval.RETRIEVERS`) join a spec with `+`: `pct:ratio=0.2+suffix:k=2,len=8` is a
-`Hybrid` of the policy and the proposers (`ar+lookup`: prompt lookup alone).
+Retrieval proposers (`spectree.retrieval.proposers.RETRIEVERS`) join a spec with `+`: `pct:ratio=0.2+suffix:k=2,len=8`
+is a `Hybrid` of the policy and the proposers (`ar+lookup`: prompt lookup alone).
 """
 from __future__ import annotations
 

@@ -565,7 +565,7 @@ def grafting_verifier(world: World, sampling: Sampling, verifier: Verifier = ver
     root's context alone, as a suffix index would: the target's second likeliest token (which the draft never
     samples at CTX0: always a new node) and the draft's likeliest (often a sampled child already: merged), each
     followed by the target's likeliest token after it. The target is scored at every node, grafted ones too."""
-    from spectree.retrieval import graft
+    from spectree.retrieval.graft import graft
     from spectree.retrieval.proposers import Branch
 
     def graft_and_verify(tree: DraftTree, target_probs: torch.Tensor, generator: Optional[torch.Generator]) -> Verdict:

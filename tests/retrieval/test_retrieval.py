@@ -11,7 +11,7 @@ from spectree.core.errors import SpectreeError
 from spectree.prompts import Prompt
 from spectree.replay.logbook import LogConfig, log_prompt
 from spectree.replay.replay import replay
-from spectree.retrieval import graft
+from spectree.retrieval.graft import graft
 from spectree.retrieval.index import ContextIndex
 from spectree.retrieval.proposers import Branch, Lookup, Suffix
 from spectree.strategies import parse_strategy

@@ -4,7 +4,7 @@
 # Usage: ./run_all.sh [--profile quick|default|paper] [--only NAME] [--force] [--pair PAIR] [--set [NOTEBOOK.]KEY=VALUE]
 # --pair runs every notebook on PAIR (a named pair, a preset of params/pairs.yaml or TARGET+DRAFT, docs/pairs.md);
 # a notebook that cannot apply to it says why in its summary.
-# Every notebook in notebooks/ is listed here, and only those (tests/reports/test_notebooks.py checks both ways).
+# Every notebook in notebooks/ is listed here, and only those (tests/runs/test_notebooks.py checks both ways).
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/bootstrap.sh
@@ -24,4 +24,4 @@ NOTEBOOKS=(
   12_retrieval.ipynb
   13_engine_settings.ipynb
 )
-exec .venv/bin/python -m spectree.reports.runner --notebooks "${NOTEBOOKS[@]}" "$@"
+exec .venv/bin/python -m spectree.runs.runner --notebooks "${NOTEBOOKS[@]}" "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checklist (README "Your own pair"; lib/spectree/reports/gpu_check.py): on a bare, offline CUDA machine,
+# The GPU checklist (README "Your own pair"; lib/spectree/gpu/gpu_check.py): on a bare, offline CUDA machine,
 # greedy lossless in bf16 and fp32 for every policy family and retrieval mode, the GPU cost model of three target
 # shapes and a speed table, on random-weight pairs built there; at most 8 files in one folder, which RESULTS.md
 # renders. No pip, no download, no .venv needed: it runs on whatever Python has torch, with lib/ on the path.
@@ -18,4 +18,4 @@ if [[ -z $PY ]]; then
 fi
 [[ -n $PY ]] || { echo "gpu_check: error: no Python here imports torch (set PYTHON=/path/to/python)" >&2; exit 2; }
 export PYTHONPATH="$PWD/lib${PYTHONPATH:+:$PYTHONPATH}"
-exec "$PY" -m spectree.reports.gpu_check "$@"
+exec "$PY" -m spectree.gpu.gpu_check "$@"

@@ -19,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from spectree.core.decode import speculative_generate
-from spectree.drafts.pairs import load_target, pair_parts
+from spectree.models.pairs import load_target, pair_parts
 from spectree.prompts import chat_ids, parse_prompt_spec
 from spectree.retrieval.proposers import HF_RULE, TAU_RULE
 from spectree.retrieval.walk import walk

@@ -19,7 +19,7 @@ def tiny_target() -> LlamaForCausalLM:
 
 @pytest.fixture(scope="session")
 def smollm2_pair():
-    from spectree.drafts.pairs import load_pair
+    from spectree.models.loading import load_pair
 
     return load_pair("smollm2-layerskip")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from spectree.drafts.random_pairs import tracked_tokenizer
+from spectree.models.random_pairs import tracked_tokenizer
 
 WINDOW = 24  # positions a sliding-window layer sees, itself included
 SHAPE = dict(vocab_size=49152, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,

@@ -159,7 +159,9 @@ def stand_in_draft(home, name: str, value: float = 1.0) -> None:
 
 # --- refusals: one line, before any model loads and before anything is written ---------------------------------
 
-LOADERS = ("load_pair", "load_target", "load_draft", "load_trained_draft")
+# every model loader, where it is defined (`monkeypatch.setattr(LOADER, ...)`)
+LOADERS = ("spectree.models.loading.load_pair", "spectree.models.pairs.load_target",
+           "spectree.models.loading.load_draft", "spectree.models.loading.load_trained_draft")
 
 
 def no_model(*args, **kwargs):
@@ -169,7 +171,6 @@ def no_model(*args, **kwargs):
 def offline_home(tmp_path, monkeypatch):
     """An empty SPECTREE_HOME (the cached target linked in, for its tokenizer and config) where no model loads:
     every loader raises."""
-    import spectree.drafts.pairs as pairs
     from spectree.core.paths import cache_dir
 
     models = cache_dir() / "models"
@@ -179,7 +180,7 @@ def offline_home(tmp_path, monkeypatch):
         (root / "data" / "cache" / "models").symlink_to(models)
     monkeypatch.setenv("SPECTREE_HOME", str(root))
     for loader in LOADERS:
-        monkeypatch.setattr(pairs, loader, no_model)
+        monkeypatch.setattr(loader, no_model)
     return root
 
 

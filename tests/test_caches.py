@@ -35,7 +35,7 @@ def costmodel(monkeypatch, home, target):
 
 
 def sharegpt_windows(monkeypatch, home, target):
-    from spectree.drafts import selfdistill
+    from spectree.training import selfdistill
 
     talks = [{"conversations": [{"from": "human", "value": f"question {i} " * 3}, {"from": "gpt", "value": "answer"}]}
              for i in range(6)]
@@ -49,7 +49,7 @@ def sharegpt_windows(monkeypatch, home, target):
 
 
 def self_answers(monkeypatch, home, target):
-    from spectree.drafts import selfdistill
+    from spectree.training import selfdistill
 
     builds = counted(monkeypatch, selfdistill, "greedy_answers")
 
@@ -85,14 +85,14 @@ def notebook_logbook(monkeypatch, home, target):
     builds = counted(monkeypatch, lb, "log_prompt")  # one prompt: one call a build
 
     def make():
-        return lb.inside(lb.notebook_logbook("mtbench:1", lb.LogConfig(**LOG), (target, tiny_llama(1, 1), Chat())))
+        return inside(lb.notebook_logbook("mtbench:1", lb.LogConfig(**LOG), (target, tiny_llama(1, 1), Chat())))
     return make, builds
 
 
 def notebook_stamp(monkeypatch, home, target):
     import papermill
 
-    from spectree.reports import runner
+    from spectree.runs import runner
 
     (home / "notebooks").mkdir()
     cell = {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": ["n: int = 0  # a parameter\n"],
@@ -117,12 +117,13 @@ def notebook_stamp(monkeypatch, home, target):
 def dequantised_target(monkeypatch, home, target):
     from tiny_gguf import write_tiny_llama_gguf
 
-    from spectree.drafts import pairs
+    from spectree.models import pairs
+    from spectree.models.gguf import PackagedGGUF
 
     gguf = home / "gguf/tiny.gguf"
     gguf.parent.mkdir()
     write_tiny_llama_gguf(gguf)
-    monkeypatch.setitem(pairs.TARGETS, "tiny", pairs.PackagedGGUF("none", "tiny.gguf"))
+    monkeypatch.setitem(pairs.TARGETS, "tiny", PackagedGGUF("none", "tiny.gguf"))
     monkeypatch.setattr(pairs, "packaged_gguf_path", lambda spec: gguf)
     builds = counted(monkeypatch, pairs, "load_gguf")
 
@@ -213,7 +214,7 @@ def test_a_cache_without_a_manifest_is_rebuilt_and_a_half_built_one_is_never_reu
 
 
 def test_self_answers_made_from_another_batch_are_regenerated_not_mixed(home, target, monkeypatch):
-    from spectree.drafts import selfdistill
+    from spectree.training import selfdistill
 
     folder = home / "data/cache/train/self-answers-pystdlib-3-0-2"
     first = selfdistill.target_answers(target, Chat(), 2, max_new_tokens=3, seed=0, batch=2, shard=2, source="pystdlib")

@@ -20,7 +20,7 @@ import torch
 from helpers import LOADERS, eagle_config, eagle_weights, no_model, own_pair_folders, refuse, write_head
 
 from spectree.cli import main
-from spectree.drafts import pairs
+from spectree.models import pairs
 
 pytestmark = pytest.mark.filterwarnings("ignore:the machine was busy")  # bench's timings: not what is tested here
 
@@ -134,7 +134,7 @@ def world(tmp_path_factory):
 def forbid_loading(monkeypatch) -> None:
     """Every model loader fails the test: a refusal must come before any load."""
     for loader in LOADERS:
-        monkeypatch.setattr(pairs, loader, no_model)
+        monkeypatch.setattr(loader, no_model)
 
 
 def is_mix(kind: str) -> bool:
@@ -199,7 +199,7 @@ def train(world: World, kind: str, tmp_path: Path, capsys, monkeypatch) -> None:
     """`train` distils EDD and VDM drafts (here as the fixture made them: exported, then resumed with nothing left to
     do); any other kind is refused by `--kind`'s choices."""
     from spectree.drafts.draftspec import check_draft_file
-    from spectree.drafts.training import training_log
+    from spectree.training.training import training_log
 
     if kind not in TRAINED:
         forbid_loading(monkeypatch)

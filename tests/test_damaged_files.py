@@ -59,7 +59,7 @@ def test_names_that_leave_their_folder_are_refused(argv, home, capsys):
 
 
 def test_python_api_refuses_the_same_names(home, tmp_path):
-    from spectree.drafts.training import TrainConfig, train
+    from spectree.training.training import TrainConfig, train
     from spectree.strategies.c2t import C2T
 
     before = files(home)

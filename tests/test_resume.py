@@ -12,8 +12,8 @@ from helpers import stand_in_draft, tiny_llama
 from spectree import cli
 from spectree.core.errors import SpectreeError
 from spectree.core.interrupts import Interrupted
-from spectree.drafts import training
-from spectree.drafts.training import SAVE_EVERY_S, TrainConfig, run_record, train, training_log
+from spectree.training import training
+from spectree.training.training import SAVE_EVERY_S, TrainConfig, run_record, train, training_log
 from spectree.prompts import Prompt, parse_prompt_spec
 from spectree.replay import logbook as lb
 from spectree.replay.logbook import LogConfig, logbook_dir, logbook_manifest, write_logbook
@@ -50,13 +50,13 @@ def home(tmp_path, monkeypatch):
 
 @pytest.fixture
 def no_model(monkeypatch):
-    import spectree.drafts.pairs as pairs
+    import spectree.models.pairs as pairs
 
     def fail(*args, **kwargs):
         raise AssertionError("a model was loaded")
 
     monkeypatch.setattr(pairs, "load_target", fail)
-    monkeypatch.setattr(pairs, "load_pair", fail)
+    monkeypatch.setattr("spectree.models.loading.load_pair", fail)
 
 
 def train_argv(cfg: TrainConfig, *extra: str) -> list[str]:
@@ -105,7 +105,7 @@ def test_resuming_training_with_another_setting_is_refused_before_the_target_loa
 
 def test_restart_trains_the_new_settings_from_step_zero(home, target, monkeypatch):
     train("x", BASE, target, None, target_name=TARGET)
-    monkeypatch.setattr("spectree.drafts.pairs.load_target", lambda name: (target, None))
+    monkeypatch.setattr("spectree.models.pairs.load_target", lambda name: (target, None))
     assert cli.main(train_argv(replace(BASE, lr=1e-3), "--restart")) == 0
     assert training_log("x").step.tolist() == [1, 2, 3, 4]
     assert json.loads((home / "data/cache/train/x/manifest.json").read_text())["lr"] == 1e-3
@@ -159,14 +159,14 @@ def test_save_every_sets_the_checkpoint_interval(every, saved, home, target, mon
     state, seen = home / "data/cache/train/x/state.pt", []
     hook_loss(monkeypatch, lambda k: seen.append(torch.load(state, weights_only=True)["step"] if state.exists()
                                                  else None))
-    monkeypatch.setattr("spectree.drafts.pairs.load_target", lambda name: (target, None))
+    monkeypatch.setattr("spectree.models.pairs.load_target", lambda name: (target, None))
     assert cli.main(train_argv(BASE, "--save-every", str(every))) == 0
     assert seen == saved
     assert cli.build_parser().parse_args(["train", "--name", "x"]).save_every == SAVE_EVERY_S == 180
 
 
 def test_sigterm_in_train_command_exits_143_in_one_line_with_a_checkpoint(home, target, monkeypatch, capsys):
-    monkeypatch.setattr("spectree.drafts.pairs.load_target", lambda name: (target, None))
+    monkeypatch.setattr("spectree.models.pairs.load_target", lambda name: (target, None))
     hook_loss(monkeypatch, lambda k: signal.raise_signal(signal.SIGTERM) if k == 3 else None)
     assert cli.main(train_argv(BASE)) == 128 + signal.SIGTERM
     err = capsys.readouterr().err
@@ -291,7 +291,7 @@ def test_a_record_nothing_was_logged_from_is_replaced(home, target, monkeypatch)
     def stopped_while_loading(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("spectree.drafts.pairs.load_pair", stopped_while_loading)
+    monkeypatch.setattr("spectree.models.loading.load_pair", stopped_while_loading)
     cfg = replace(LOG, pair="smollm2-layerskip")
     with pytest.raises(KeyboardInterrupt):  # stopped while loading: a manifest, no logged prompt
         write_logbook(PROMPTS, cfg, "z", out=home / "lb")

@@ -1,5 +1,5 @@
 """Train apart from test (issue 66): no prompt a component was trained or fitted on is scored with it by a notebook of
-the default or quick profile — a draft (its card's `training_prompts`, `drafts.provenance`), a C2T classifier (its
+the default or quick profile — a draft (its card's `training_prompts`, `training.provenance`), a C2T classifier (its
 card's `prompts`, or the part of its prompts a notebook trains its own on; for a notebook that names none, the one
 `token_tables.c2t_classifier_confidence` finds for its pair), the step model (`stepmodel.FIT_PROMPTS`)
 — and the classifier a notebook uses was trained on the trees of the notebook's own head (its card's pair).
@@ -25,10 +25,11 @@ import pytest
 from spectree.analysis.surfaces import made_for_another_pair
 from spectree.analysis.sweeps import split_logbook
 from spectree.analysis.token_tables import c2t_classifier_confidence, prompt_spec
-from spectree.drafts.pairs import as_pair
-from spectree.drafts.provenance import DATASETS as TRAINING_SOURCES
+from spectree.models.pairs import as_pair
+from spectree.training.provenance import DATASETS as TRAINING_SOURCES
 from spectree.prompts import Prompt, load_prompts, load_sharegpt_conversations, parse_prompt_spec
-from spectree.reports.runner import notebook_parameters, profile_params
+from spectree.runs.profiles import profile_params
+from spectree.runs.runner import notebook_parameters
 from spectree.speed.stepmodel import FIT_PROMPTS
 from spectree.strategies.c2t import C2TClassifier, FEATURES, save_classifier
 
@@ -183,7 +184,7 @@ def problems(notebook: str, p: dict) -> list[str]:
         if trained is None and from_sources:
             out.append(f"{notebook}: draft {card.stem} of {pair} scores {from_sources[0].key} ({from_sources[0].dataset}"
                        f" is drawn from its training sources) but its card records no complete training_prompts: "
-                       f"python -m spectree.drafts.provenance {card.stem}")
+                       f"python -m spectree.training.provenance {card.stem}")
         elif trained is not None:
             found.append(Component(f"draft {card.stem} of {pair}", trained, keys))
     for c in found:
@@ -239,7 +240,7 @@ def test_the_copy_set_holds_no_first_turn_a_shipped_draft_trained_on() -> None:
 @pytest.mark.parametrize("name", sorted(SHIPPED_DRAFTS))
 def test_shipped_drafts_record_every_training_prompt(name: str) -> None:
     """The drafts that carry verdicts list their training prompts in full, as many as their recipe answered
-    (recomputed from it, `drafts.provenance`), none from a held-out set."""
+    (recomputed from it, `training.provenance`), none from a held-out set."""
     card = json.loads((ROOT / "data" / "drafts" / f"{name}.json").read_text())
     ids = card["training_prompts"]
     assert ids.get("complete", True) and set(ids) <= {*TRAINING_SOURCES, "how"}
@@ -264,7 +265,7 @@ class Chars:
 
 
 def test_window_sources_name_the_conversation_each_training_window_was_cut_from(tmp_path, monkeypatch) -> None:
-    from spectree.drafts.selfdistill import sharegpt_chunks, sharegpt_window_sources
+    from spectree.training.selfdistill import sharegpt_chunks, sharegpt_window_sources
 
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
     windows = sharegpt_chunks(Chars(), seq_len=1024, seed=5, n_chunks=60)
@@ -274,15 +275,16 @@ def test_window_sources_name_the_conversation_each_training_window_was_cut_from(
                for r in load_sharegpt_conversations()[0]}
     assert all("".join(map(chr, w)) in records[i] for w, i in zip(windows, sources))
     (tmp_path / "data" / "cache" / "train" / "sharegpt-chunks-1024-5-60.npy").unlink()  # the sources alone answer
-    monkeypatch.setattr("spectree.drafts.selfdistill.load_sharegpt_conversations", None)  # ... without ShareGPT
+    monkeypatch.setattr("spectree.training.selfdistill.load_sharegpt_conversations", None)  # ... without ShareGPT
     assert sharegpt_window_sources(Chars(), 1024, 5, 25) == sources[:25]  # a shorter run's: a prefix
 
 
 def test_a_card_lists_the_prompts_a_run_answered_and_those_of_its_initial_weights(tmp_path, monkeypatch) -> None:
-    from spectree.drafts import pairs
-    from spectree.drafts.provenance import card_json, exported_prompts
-    from spectree.drafts.selfdistill import answer_prompt_keys, answer_prompts
-    from spectree.drafts.training import TrainConfig
+    from spectree.models import pairs
+    from spectree.drafts.storage import card_json
+    from spectree.training.provenance import exported_prompts
+    from spectree.training.selfdistill import answer_prompt_keys, answer_prompts
+    from spectree.training.training import TrainConfig
 
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
     monkeypatch.setattr(pairs, "target_tokenizer", lambda name: (Chars(), None))
@@ -302,7 +304,7 @@ def test_a_card_lists_the_prompts_a_run_answered_and_those_of_its_initial_weight
 
 def test_prompt_ids_come_from_the_prompt_cache_or_a_redraw_that_matches_it(tmp_path, monkeypatch) -> None:
     from spectree.core.errors import SpectreeError
-    from spectree.drafts.selfdistill import (_save_seqs, answer_prompt_keys, answer_prompts, answers_folder,
+    from spectree.training.selfdistill import (_save_seqs, answer_prompt_keys, answer_prompts, answers_folder,
                                              cached_answer_prompts)
 
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))
@@ -316,5 +318,5 @@ def test_prompt_ids_come_from_the_prompt_cache_or_a_redraw_that_matches_it(tmp_p
         answer_prompt_keys(Chars(), 2, 3, "pystdlib")
     (folder / "prompts.npz").unlink()
     cached_answer_prompts(folder, Chars(), 2, 3, "pystdlib")  # made now: it keeps the ids
-    monkeypatch.setattr("spectree.drafts.selfdistill.load_prompts", None)  # ... read back without the source
+    monkeypatch.setattr("spectree.training.selfdistill.load_prompts", None)  # ... read back without the source
     assert answer_prompt_keys(Chars(), 2, 2, "pystdlib") == drawn[:2]

@@ -210,7 +210,7 @@ def copy_category(text: str) -> str | None:
 
 def _drafts_training_records() -> set[str]:
     """The ShareGPT record ids the trained drafts in data/drafts/ drew text from (their cards' `training_prompts`,
-    `drafts.provenance`): a draft's windows of those conversations, or the first turns it had the target answer."""
+    `training.provenance`): a draft's windows of those conversations, or the first turns it had the target answer."""
     from spectree.core.paths import data_dir
 
     ids: set[str] = set()

@@ -10,7 +10,7 @@ import pytest
 from synthetic_tokens import each_token_a_prompt, of_prompts, per_prompt, prompts, share, tokens, verdicts
 
 from spectree.analysis import calibration, entropy_match
-from spectree.analysis import claims as C
+from spectree.claims import claims as C
 from spectree.analysis import stats as analysis
 from spectree.analysis.token_tables import logbook_tokens, prompt_spec
 from spectree.core.errors import SpectreeError
@@ -97,7 +97,7 @@ def test_prompt_spec_gives_every_bare_dataset_n_prompts():
 
 
 def test_jsonable_makes_strict_json():
-    out = analysis.jsonable({"a": np.float32(0.5), "b": [np.int64(3), float("nan")], "c": math.inf})
+    out = C.jsonable({"a": np.float32(0.5), "b": [np.int64(3), float("nan")], "c": math.inf})
     assert json.dumps(out, allow_nan=False) == '{"a": 0.5, "b": [3, null], "c": null}'
 
 

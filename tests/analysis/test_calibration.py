@@ -4,7 +4,7 @@ import pytest
 from synthetic_tokens import of_prompts, prompts, share
 
 from spectree.analysis import calibration
-from spectree.analysis import claims as C
+from spectree.claims import claims as C
 
 
 def test_reliability_table_and_ece_on_a_tiny_example():

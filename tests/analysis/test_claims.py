@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sstats
 
-from spectree.analysis import claims as C
+from spectree.claims import claims as C
+from spectree.claims.verdicts import VERDICTS
 from spectree.analysis import sweep_claims as S
-from spectree.analysis import rules as R
+from spectree.claims import rules as R
 from spectree.analysis import sparsity_claims, surfaces
 from spectree.analysis.acceptance import draft_claims, pooled_report
 from spectree.speed.bench import Run
@@ -33,8 +34,8 @@ def test_only_verdicts_defines_the_vocabulary():
     owners = [p.relative_to(LIB).as_posix() for p in LIB.rglob("*.py")
               if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "VERDICTS" for t in n.targets)
                      for n in ast.walk(ast.parse(p.read_text())))]
-    assert owners == ["analysis/verdicts.py"]
-    assert C.VERDICTS == ("holds", "does not hold", "inconclusive", "not testable")
+    assert owners == ["claims/verdicts.py"]
+    assert VERDICTS == ("holds", "does not hold", "inconclusive", "not testable")
 
 
 def test_interval_rule_reads_the_whole_interval_against_the_bar():
@@ -130,7 +131,7 @@ def test_cluster_rule_reads_the_interval_over_prompts():
 
 
 def test_all_of_claim_summary_and_display():
-    yes, no, maybe = (C.Evidence(v, "r", n) for v, n in zip(C.VERDICTS, (10, 9, 3)))
+    yes, no, maybe = (C.Evidence(v, "r", n) for v, n in zip(VERDICTS, (10, 9, 3)))
     untested = C.not_testable("the paper leaves its threshold unsaid")
     assert C.all_of([untested, untested]).verdict == "not testable" and C.all_of([yes, untested]).verdict == "inconclusive"
     assert C.all_of([yes, yes]).verdict == "holds" and C.all_of([yes, no, maybe]).verdict == "does not hold"
@@ -166,7 +167,7 @@ def test_a_paper_claim_that_does_not_hold_carries_a_computed_diagnosis():
     a does-not-hold says more prompts would not flip it; a tried reading that holds opens with its factor; with
     nothing flipping it the diagnosis says what was and was not tried; a bar of ours and a holding claim carry
     none."""
-    from spectree.analysis.diagnosis import reading
+    from spectree.claims.diagnosis import reading
 
     near = C.interval_rule(0.1, -0.05, 0.25, 0.0, 10, "x")  # half-width 0.15, gap 0.1: ≈ 23 prompts
     c = C.claim("x", "p", 1, near)
@@ -373,7 +374,7 @@ def test_speed_claims_compare_dyspec_with_specinfer_of_the_same_budget_per_promp
                                                                          "draft read at T = 1")
     assert "not tried: the paper's operating point (m = 8 (the paper's 64)" in failed["diagnosis"]
     # at the paper's budget, Alg. 1 uncapped (K = m), the reading is tallied; a K cap is named
-    from spectree.strategies import DySpec
+    from spectree.strategies.dyspec import DySpec
 
     def at64(K, temp=0.6):
         out = _runs({"DySpec m=64": 3.0, budget_labels(64)["sequences"]: 3.0})
@@ -402,7 +403,7 @@ def test_gunjur_is_re_read_on_a_gpu_cost_model_and_at_the_papers_knobs():
     (`Run.priced_s`): a reading that holds there flips it ("holds with GPU cost model"); the paper's depth 4 and
     T = 0.4 are named where the run differs (off the paper's point), and its own run there is tallied; without
     priced runs there is no GPU reading."""
-    from spectree.strategies import EntropyBranching
+    from spectree.strategies.gunjur import EntropyBranching
 
     name = "Gunjur: dyn width only saves the most time against chain-4 (7.16% vs static 2.3%) (T = 0.6, depth 3)"
     base = {"chain-4": 4.2, "static b=2 d=4": 3.8, "simple cutoff": 3.6}

@@ -12,7 +12,7 @@ import pytest
 from spectree.analysis.acceptance import DraftPlan, draft_plan
 from spectree.analysis.draft_arms import (FIG5, NEEDED, RETIRED, arm_claims, arm_drafts, arm_table, comparisons,
                                           draft_card)
-from spectree.reports.runner import notebook_parameters
+from spectree.runs.runner import notebook_parameters
 
 ROOT = Path(__file__).resolve().parents[2]
 T = "smollm2-135m-instruct"

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from synthetic_tokens import each_token_a_prompt, of_prompts, per_prompt, prompts, share, verdicts
 
-from spectree.analysis import claims as C
+from spectree.claims import claims as C
 from spectree.analysis import entropy_match
 from spectree.core.errors import SpectreeError
 
@@ -141,7 +141,7 @@ def test_the_crossover_is_read_at_the_temperature_the_tokens_were_drawn():
 def test_the_figure_names_the_entropy_it_bins():
     """Gunjur Fig. 1 bins the "logit entropy" (s1 l.24, l.58): at T = 0.4 the verdict's entropy is the raw
     distribution's (T = 1), not that of the distribution at T the token is drawn from, and the axes say so."""
-    from spectree.reports.figures.entropy import plot_entropy_match
+    from spectree.figures.entropy import plot_entropy_match
 
     logits, sampled = (entropy_match.entropy_label(e, 0.4) for e in ("logits", "sampled"))
     assert "T = 1" in logits and "drawn at T = 0.4" in logits and "drafted from, at T = 0.4" in sampled

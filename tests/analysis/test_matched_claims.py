@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from spectree.analysis import sweep_claims as S
+from spectree.claims.diagnosis import KNOBS
 from spectree.analysis import sweeps
 
 
@@ -150,7 +151,7 @@ def test_pct_alpha_is_compared_with_eagle2_as_edd_ran_it_and_along_its_n_curve_b
     assert "EAGLE-2 10/6/50 α 0.400 at τ 2.400 (mean depth reached 6.00 of its 6)" in deep["ours"]
     failing = S.edd_claims(_edd_table(2.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 4.0), (80, 3.2, 4.5)]))[0]
     assert failing["verdict"] == "does not hold"  # α 0.4 vs 0.6
-    curve = failing["readings"][S.KNOBS + " (EAGLE-2's N curve)"]
+    curve = failing["readings"][KNOBS + " (EAGLE-2's N curve)"]
     assert curve["text"].startswith("α(PCT) − α(EAGLE-2 at PCT's τ") and curve["tried"]
     no_n50 = _edd_table(2.2, 3.0, [(20, 2.0, 6.0), (80, 3.2, 6.0)])  # EDD's EAGLE-2 size not scored
     assert verdicts(S.edd_claims(no_n50))[0] == "inconclusive"
@@ -175,7 +176,7 @@ def test_pct_is_judged_at_the_paper_s_ratio_and_read_at_this_machine_s_beside():
     assert verdicts(claims)[2] == "holds" and "s_d/s_t (paper, 7B) 0.037" in claims[2]["ours"]
     failing = S.edd_claims(_edd_table(1.5, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0)], machine=(2.2, 6.0, 3.0)))[2]
     assert failing["verdict"] == "does not hold"  # τ 1.5 vs VCT's 1.8
-    knobs = failing["readings"][S.KNOBS]
+    knobs = failing["readings"][KNOBS]
     assert knobs["text"].startswith("read at s_d/s_t (paper, 7B) 0.037") and \
         "s_d/s_t (one-token forward ratio t_draft(1)/t_target(1)) 0.200: holds" in knobs["text"]
     # another s_d/s_t that holds is named in the opening, as the reading that flips it (the tallied one stays 0.037)
@@ -214,7 +215,7 @@ def test_dyspec_is_read_at_budget_64_uncapped_against_each_static_tree_as_its_ta
     assert capped[0]["off_point"] == S.GREEDY_DRAFT and capped[0]["key"] == "dyspec-tables12-specinfer"  # draft at T = 1
     fails = S.budget_claims(_budgets(1.9, capped=2.4, more=[_row("budgets", "dyspec", 2.5, 7.8, seed=5, m=8, K=8),
                                                             _row("budgets", "sequences", 2.1, 7.9, seed=6, k=4, d=2)]))
-    text = fails[0]["readings"][S.KNOBS]["text"]
+    text = fails[0]["readings"][KNOBS]["text"]
     assert text.startswith("read at m = 64, Alg. 1 uncapped") and "capped at K = 8: holds" in text and \
         "m = 8: holds" in text
     # the verdict stays the paper's m = 64; the diagnosis names the settings where it holds instead

@@ -1,5 +1,5 @@
 """Every rule the paper claims use can give every verdict it claims to give: for each rule helper of
-`analysis.claims` (and the deterministic-count and rising-steps rules of notebooks 06, 07 and 09), small synthetic
+`claims.claims` (and the deterministic-count and rising-steps rules of notebooks 06, 07 and 09), small synthetic
 inputs that hold, do not hold and are inconclusive (and not testable where the rule can say so), each asserted. The
 claims restated so that they can fail — DySpec Table 5's block counts and timing (notebook 09), DySpec Fig. 2 left
 (06), Gunjur Fig. 1's rise (07) and EDD Table 3's leaf ablation (01) — are tested through the functions that build
@@ -10,12 +10,13 @@ import pandas as pd
 import pytest
 from synthetic_tokens import of_prompts, per_prompt, prompts, verdicts
 
-from spectree.analysis import claims as C
+from spectree.claims import claims as C
+from spectree.claims.verdicts import BAR, VERDICTS
 from spectree.analysis import entropy_match, sparsity_claims, stats
-from spectree.analysis.rules import prompt_codes, prompt_sums, ratio_statistic
+from spectree.claims.rules import prompt_codes, prompt_sums, ratio_statistic
 from spectree.analysis.tree_tau import LEAVES, SHIPPED, ablation_claims
 
-HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE = C.VERDICTS
+HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE = VERDICTS
 
 
 def _text(reading):
@@ -23,7 +24,7 @@ def _text(reading):
     return reading["text"] if isinstance(reading, dict) else str(reading)
 
 
-# --- the rule helpers of analysis.claims ---------------------------------------------------------------------
+# --- the rule helpers of claims.claims ---------------------------------------------------------------------
 
 def test_interval_rule_gives_each_verdict():
     assert C.interval_rule(1.0, 0.6, 1.4, 0.5, 10, "x").verdict == HOLDS
@@ -109,7 +110,7 @@ def test_all_of_and_not_testable_give_each_verdict():
     assert C.all_of([never, never]).verdict == NOT_TESTABLE and never.n == 0
     assert C.all_of([yes, never]).verdict == INCONCLUSIVE
     # a decisive verdict on fewer than MIN_UNITS units is inconclusive once it is a claim
-    assert C.claim("x", "—", 1, C.interval_rule(1.0, 0.6, 1.4, 0.5, 7, "x"), kind=C.BAR)["verdict"] == INCONCLUSIVE
+    assert C.claim("x", "—", 1, C.interval_rule(1.0, 0.6, 1.4, 0.5, 7, "x"), kind=BAR)["verdict"] == INCONCLUSIVE
 
 
 # --- deterministic counts and rising steps ---------------------------------------------------------------------

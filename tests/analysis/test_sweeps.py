@@ -8,9 +8,12 @@ from spectree.analysis import sweeps
 from spectree.prompts import Prompt
 from spectree.replay.logbook import LogConfig, log_prompt
 from spectree.replay.replay import replay, summarize
-from spectree.reports import figures
-from spectree.reports.figures import sweeps as plots_sweeps
-from spectree.strategies import Chain, Eagle2, Kary, parse_strategy
+from spectree import figures
+from spectree.figures import sweeps as plots_sweeps
+from spectree.strategies import parse_strategy
+from spectree.strategies.chain import Chain
+from spectree.strategies.eagle2 import Eagle2
+from spectree.strategies.static import Kary
 from spectree.strategies.c2t import ClassifierTraining
 from spectree.strategies.sequoia import acceptance_vector
 

@@ -7,7 +7,7 @@ import pytest
 
 from helpers import grow_offline, synthetic_draft, tree_paths
 from spectree.analysis.acceptance import DraftPlan
-from spectree.analysis.claims import claims_text
+from spectree.claims.claims import claims_text
 from spectree.analysis.tree_tau import (LEAVES, MACHINE, SHIPPED, TIME_GAIN, OwnConfidencePCT, ablation_claims, decode_steps,
                                         table3_claims, table3_paper, table3_runs, tree_ablations, tree_row)
 from spectree.core.decode import speculative_generate
@@ -39,7 +39,7 @@ def test_tree_ablations_are_the_papers_pct_and_its_two_variants():
 
 @pytest.fixture(scope="module")
 def self_drafted():
-    from spectree.drafts.random_pairs import random_pair
+    from spectree.models.random_pairs import random_pair
 
     target, _, tok = random_pair("tiny", seed=3)
     return target, target, tok  # the target drafts for itself: every top-1 agrees

@@ -47,7 +47,7 @@ def test_every_flag_has_help_that_shows_its_default(command):
 
 
 def test_the_flags_made_from_dataclass_fields_have_a_help_entry_each():
-    from spectree.drafts.training import TrainConfig
+    from spectree.training.training import TrainConfig
     from spectree.replay.logbook import LogConfig
 
     assert set(TRAIN_HELP) == {f.name for f in fields(TrainConfig)}
@@ -65,7 +65,7 @@ def test_strategies_lists_every_registered_spec_with_its_knobs_and_paper(tmp_pat
     spec listed parses back to the default policy; no model loads."""
     from spectree.cli.tour import strategy_rows
     from spectree.core.policy import spec_fields
-    from spectree.retrieval import RETRIEVERS
+    from spectree.retrieval.proposers import RETRIEVERS
     from spectree.strategies import PAPERS, REGISTRY, parse_strategy
 
     offline_home(tmp_path, monkeypatch)  # every model loader raises
@@ -105,7 +105,7 @@ def test_try_refuses_bad_input_in_one_line_before_a_model_loads(argv, message, t
 
 def test_tune_counts_positions_and_names_the_renamed_flag(tmp_path, monkeypatch, capsys):
     args = build_parser().parse_args(["tune", "--engine", "sglang", "--positions", "7"])
-    assert args.max_new_tokens == 7  # the attribute `cmd_tune` and `reports.tune` read
+    assert args.max_new_tokens == 7  # the attribute `cmd_tune` and `tune` read
     home = offline_home(tmp_path, monkeypatch)
     assert "--max-new-tokens is now --positions" in refuse(["tune", "--engine", "sglang", "--max-new-tokens", "7"],
                                                            capsys, home)

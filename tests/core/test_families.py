@@ -121,7 +121,7 @@ def test_the_graphs_regimes_static_slab_is_lossless_on_every_family(family):
 
 @pytest.mark.parametrize("family", SLIDING)
 def test_a_layer_skip_draft_of_a_sliding_window_target_is_lossless(family):
-    from spectree.drafts.pairs import load_draft
+    from spectree.models.loading import load_draft
 
     target, _, ref = trio(family)
     draft = load_draft("layerskip:2", target)

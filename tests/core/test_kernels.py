@@ -65,7 +65,7 @@ def test_greedy_decoding_on_packed_kernels_matches_stock_generate(spec):
 
 def test_unknown_kernels_name_is_refused_before_any_model_loads(tmp_path, monkeypatch):
     from spectree.core.errors import SpectreeError
-    from spectree.drafts.pairs import load_pair
+    from spectree.models.loading import load_pair
 
     monkeypatch.setenv("SPECTREE_HOME", str(tmp_path))  # a model load would fail here: nothing is downloaded
     with pytest.raises(SpectreeError, match="unknown kernels 'fast'"):

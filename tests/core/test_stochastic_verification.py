@@ -39,7 +39,11 @@ from spectree.core.policy import NodeTable, Policy, Rows, grow
 from spectree.core.sampling import Sampling
 from spectree.core.tree import NODE_FIELDS, DraftTree
 from spectree.core.verify import Verdict, verify_multibranch
-from spectree.strategies import PCT, DySpec, EntropyBranching, Kary, Sequences, parse_strategy
+from spectree.strategies import parse_strategy
+from spectree.strategies.dyspec import DySpec
+from spectree.strategies.gunjur import EntropyBranching
+from spectree.strategies.pct import PCT
+from spectree.strategies.static import Kary, Sequences
 from spectree.strategies.c2t import C2T, C2TClassifier
 
 pytestmark = pytest.mark.slow
@@ -561,7 +565,8 @@ def grafting_verifier(world: World, sampling: Sampling, verifier: Verifier = ver
     root's context alone, as a suffix index would: the target's second likeliest token (which the draft never
     samples at CTX0: always a new node) and the draft's likeliest (often a sampled child already: merged), each
     followed by the target's likeliest token after it. The target is scored at every node, grafted ones too."""
-    from spectree.retrieval import Branch, graft
+    from spectree.retrieval.graft import graft
+    from spectree.retrieval.proposers import Branch
 
     def graft_and_verify(tree: DraftTree, target_probs: torch.Tensor, generator: Optional[torch.Generator]) -> Verdict:
         root = 0 if tree.prefix_len == len(CTX0) else int(world.child[0, int(tree.tokens[0])])

@@ -5,7 +5,8 @@ from helpers import PARENTS, make_tree, tiny_llama
 from spectree.core.decode import speculative_generate
 from spectree.core.drafting import CachedLM
 from spectree.core.sampling import Sampling
-from spectree.strategies import Chain, Kary
+from spectree.strategies.chain import Chain
+from spectree.strategies.static import Kary
 
 
 def sequential_logits(model, ids: list[int]) -> torch.Tensor:

@@ -11,7 +11,8 @@ from spectree.drafts.edd import (
     one_layer_draft,
     reduce_vocab,
 )
-from spectree.strategies import Chain, Kary
+from spectree.strategies.chain import Chain
+from spectree.strategies.static import Kary
 
 
 def test_dual_block_mask_matches_the_paper_with_block_length_2():
@@ -35,7 +36,7 @@ def test_edd_inference_sees_what_training_showed_it(tiny_target, hidden_norm, fu
     """The drafter's logits at the root and down a chain equal the training forward (`draft_logits`) at
     the same block positions — soft prompt, final-norm option and h_{s-1} fusion included."""
     from spectree.analysis.acceptance import _chain_tree
-    from spectree.drafts.training import TrainConfig, draft_logits
+    from spectree.training.training import TrainConfig, draft_logits
 
     draft, layer = one_layer_draft(tiny_target), 2
     if fuse:
@@ -70,7 +71,7 @@ def test_greedy_decoding_with_edd_matches_autoregressive(tiny_target, reduced):
 
 
 def test_reduced_head_keeps_its_tokens_logits_and_ranks_the_rest_last(tiny_target):
-    from spectree.drafts.selfdistill import token_ranking
+    from spectree.training.selfdistill import token_ranking
 
     ranking = token_ranking([[5, 5, 5, 9, 9, 2], [2, 9, 5, 7]], tiny_target.config.vocab_size)
     assert ranking[:4].tolist() == [5, 9, 2, 7] and sorted(ranking.tolist()) == list(range(len(ranking)))
@@ -107,7 +108,7 @@ def test_shipped_draft_checkpoint_roundtrip_and_clear_errors(tiny_target, tmp_pa
     from safetensors.torch import save_file
 
     from spectree.core.errors import SpectreeError
-    from spectree.drafts.pairs import load_trained_draft
+    from spectree.models.loading import load_trained_draft
 
     layer = one_layer_draft(tiny_target).model.layers[0]
     good = {f"layer.{k}": v.half().contiguous() for k, v in layer.state_dict().items()}
@@ -145,7 +146,7 @@ def test_shipped_draft_checkpoint_roundtrip_and_clear_errors(tiny_target, tmp_pa
 
 
 def test_loss_curve_keeps_window_means_and_the_last_step():
-    from spectree.drafts.training import loss_curve
+    from spectree.training.training import loss_curve
 
     log = [(s, float(s), 0.5 * s) for s in range(1, 11)]
     assert loss_curve(log, points=5) == [[2, 1.5, 1.0], [4, 3.5, 2.0], [6, 5.5, 3.0], [8, 7.5, 4.0], [10, 9.5, 5.0]]

@@ -11,7 +11,9 @@ from helpers import own_pair_folders
 
 from spectree.core.decode import as_drafter, speculative_generate
 from spectree.core.errors import SpectreeError
-from spectree.drafts import pairs
+from spectree.drafts.draftspec import parse_draft
+from spectree.models import pairs
+from spectree.models.loading import load_pair
 from spectree.drafts.mix import MixDrafter, mix_logits
 from spectree.prompts import Prompt, chat_ids
 from spectree.replay.logbook import LogConfig, log_prompt
@@ -33,7 +35,7 @@ def mix_pair(folders, weight) -> str:
 
 @pytest.fixture(scope="module")
 def real(folders):
-    return pairs.load_pair(f"{folders[0]}+hf:{folders[1]}", device="cpu")
+    return load_pair(f"{folders[0]}+hf:{folders[1]}", device="cpu")
 
 
 def test_mix_logits_is_the_log_of_the_mixture():
@@ -48,7 +50,7 @@ def test_mix_logits_is_the_log_of_the_mixture():
                                   "mix:0.5:nope:1"])
 def test_a_bad_mix_spec_is_refused(spec):
     with pytest.raises(SpectreeError, match="mix|draft"):
-        pairs.parse_draft(spec)
+        parse_draft(spec)
 
 
 def test_mix_pairs_are_checked_through_their_real_draft(folders, tmp_path):
@@ -78,7 +80,7 @@ def test_weight_zero_logs_exactly_the_real_drafts_trees(real):
 @pytest.mark.parametrize("weight", [0.0, 0.4, 1.0])
 def test_mix_drafts_decode_losslessly(folders, real, weight):
     target, _, tok = real
-    _, mixed, _ = pairs.load_pair(mix_pair(folders, weight), device="cpu")
+    _, mixed, _ = load_pair(mix_pair(folders, weight), device="cpu")
     assert isinstance(mixed, MixDrafter) and mixed.weight == weight
     for prompt in PROMPTS:
         ids = chat_ids(tok, prompt.text)
@@ -94,7 +96,7 @@ def test_bench_marks_mix_rows_as_synthetic(folders):
     from spectree.speed.bench import run_strategies, summarize_runs
     from spectree.speed.references import HF
 
-    models = pairs.load_pair(mix_pair(folders, 0.5), device="cpu")
+    models = load_pair(mix_pair(folders, 0.5), device="cpu")
     table = summarize_runs(run_strategies(models, PROMPTS[:1], {"chain": parse_strategy("chain:k=2")}, 6,
                                           warmup=False)).set_index("strategy")
     assert table.loc["chain", "synthetic"] and not table.loc[HF, "synthetic"]

@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 
 from spectree.core.errors import SpectreeError
 from spectree.drafts.edd import one_layer_draft
-from spectree.drafts.pairs import load_trained_draft
+from spectree.models.loading import load_trained_draft
 from spectree.drafts.storage import pack, quantize_rows, restore, unpack
 
 

@@ -211,7 +211,7 @@ def test_logging_workers_load_the_kernels_of_the_models_given(tmp_path, monkeypa
     """Workers log on the kernels of the models a notebook passes (prepacked here): their files equal, float for
     float, what those models log in this process — stock products in the workers differ in the last bits."""
     from spectree.core.kernels import is_packed
-    from spectree.drafts.pairs import load_pair
+    from spectree.models.loading import load_pair
     from spectree.prompts import parse_prompt_spec
 
     cfg = LogConfig(pair="smollm2-edd", max_new_tokens=4, K=4, d_max=3, beam=2, b_env=1, d_env=1)
@@ -265,7 +265,7 @@ def test_dyspec_logbook_replays_uncapped_alg1_past_the_cap_at_budget_16(tiny_tar
     it replays as the complete tree of width 16 does and as live drafting grows it."""
     from spectree.core.decode import speculative_generate
     from spectree.replay.logtree import budget_policies
-    from spectree.strategies import DySpec
+    from spectree.strategies.dyspec import DySpec
 
     m, cap, d_max = 16, 8, 2
     uncapped, capped = DySpec(m=m, K=m, d_max=d_max), DySpec(m=m, K=cap, d_max=d_max)

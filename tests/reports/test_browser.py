@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spectree.reports import export
-from spectree.reports.runner import export_html
+from spectree.runs.runner import export_html
 
 CHROMIUM = shutil.which("chromium")
 EXTERNAL_SCRIPT = re.compile(r"<script[^>]*\bsrc\s*=\s*[\"']?\s*(https?:)?//", re.IGNORECASE)

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from spectree.reports import result_figures as rf  # noqa: E402
 from spectree.reports import results  # noqa: E402
-from spectree.reports.figures import save_figure  # noqa: E402
+from spectree.figures import save_figure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = {"profile": "default", "commit": "abc1234", "date": "2000-01-01 00:00 UTC", "host": "Test CPU"}

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from spectree.analysis.claims import verdict_text
-from spectree.reports import profiles, results, runner
+from spectree.claims.claims import verdict_text
+from spectree.core.paths import figures_dir
+from spectree.runs import profiles, runner
+from spectree.reports import results
 
 NOTEBOOKS = ["00_alpha.ipynb", "02_beta.ipynb", "04_gamma.ipynb"]
 SUMMARIES = {
@@ -53,7 +55,7 @@ def no_papermill(monkeypatch):
         if not force and results.load_run(Path(name).stem).get("profile") == profile:
             return "current", 0.0
         results.record_run(Path(name).stem, run, 3.0)
-        (results.figures_dir() / Path(name).stem / "report.html").write_text("<html></html>")  # as the export does
+        (figures_dir() / Path(name).stem / "report.html").write_text("<html></html>")  # as the export does
         return "ran", 3.0
     monkeypatch.setattr(runner, "run_notebook", fake)
     monkeypatch.setattr(results, "host_name", lambda: HOST)

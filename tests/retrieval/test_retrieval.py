@@ -11,10 +11,12 @@ from spectree.core.errors import SpectreeError
 from spectree.prompts import Prompt
 from spectree.replay.logbook import LogConfig, log_prompt
 from spectree.replay.replay import replay
-from spectree.retrieval import Branch, ContextIndex, Lookup, Suffix, graft, proposals
-from spectree.retrieval.proposers import HF_RULE, trimmed
+from spectree.retrieval.graft import graft, proposals
+from spectree.retrieval.index import ContextIndex
+from spectree.retrieval.proposers import HF_RULE, Branch, Lookup, Suffix, trimmed
 from spectree.retrieval.walk import walk
-from spectree.strategies import Hybrid, parse_strategy
+from spectree.strategies import parse_strategy
+from spectree.strategies.hybrid import Hybrid
 
 TEXT = [5, 6, 7, 8, 5, 6, 9, 5, 6, 7, 1, 2, 5, 6]  # "5 6" is followed by 7, 9, 7, then the text ends in "5 6"
 

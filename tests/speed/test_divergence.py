@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
-from spectree.drafts.random_pairs import random_pair
-from spectree.reports import gpu_summary
+from spectree.models.random_pairs import random_pair
+from spectree.gpu import gpu_summary
 from spectree.speed import divergence
 
 
@@ -57,7 +57,7 @@ def test_the_characterisation_and_the_summary_claims_on_a_tiny_pair(tmp_path):
     row.update(first_divergence=3, top2_gap=2 * result["floor"] + 1.0, top1=10.0)
     claim = gpu_summary.control_claim(bad)
     assert claim["verdict"] == "does not hold" and "our AR vs HF sdpa at 3 (tiny on cpu" in claim["ours"]
-    # the checklist's summary reads the CPU controls from its folder's sibling bf16_control/ (`reports.bf16_control`)
+    # the checklist's summary reads the CPU controls from its folder's sibling bf16_control/ (`gpu.bf16_control`)
     (tmp_path / "gpu_check").mkdir()
     (tmp_path / "gpu_check" / "lossless.json").write_text(json.dumps({"shape": "tiny", "dtypes": {}}))
     assert not any("control" in c["name"] for c in gpu_summary.summarize(tmp_path / "gpu_check")["claims"])

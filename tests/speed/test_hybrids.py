@@ -2,11 +2,12 @@
 over prompts, the best hybrid against HF generate per prompt set, and the lossless grid's verdict."""
 import pytest
 
-from spectree.analysis.verdicts import FAILS, HOLDS, INCONCLUSIVE
+from spectree.claims.verdicts import FAILS, HOLDS, INCONCLUSIVE
 from spectree.speed.bench import Mismatch, Run
 from spectree.speed.references import HF, HF_LOOKUP, HF_PACKED
 from spectree.speed import hybrids
-from spectree.strategies import Hybrid, parse_strategy
+from spectree.strategies import parse_strategy
+from spectree.strategies.hybrid import Hybrid
 
 TREE = "pct:ratio=0.2"
 
@@ -99,7 +100,7 @@ def test_the_grid_over_processes_runs_what_one_process_runs(monkeypatch):
     gives the runs of one process: same order, tokens, τ and γ; a setting over the node guard is dropped from all."""
     import torch
 
-    from spectree.drafts.pairs import load_pair
+    from spectree.models.loading import load_pair
     from spectree.prompts import parse_prompt_spec
 
     pair, prompts = "smollm2-edd", parse_prompt_spec("mtbench:2+humaneval:1")

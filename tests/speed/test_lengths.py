@@ -49,7 +49,7 @@ def test_the_bodies_pass_over_the_records_a_draft_was_trained_on(fake_sharegpt, 
     words = {w for p in skipped for w in p.text.split() if w.isdigit()}
     assert words and all(int(w) % 2 for w in words)  # odd records only
     draft = SimpleNamespace(spec=SimpleNamespace(kind="edd", checkpoint=tmp_path / "d.safetensors"))
-    monkeypatch.setattr("spectree.drafts.pairs.as_pair", lambda pair: draft)
+    monkeypatch.setattr("spectree.models.pairs.as_pair", lambda pair: draft)
     (tmp_path / "d.json").write_text(json.dumps({"training_prompts": {"sharegpt": sorted(trained), "how": "test"}}))
     assert lengths.training_records("t+edd:d") == frozenset(trained)
     (tmp_path / "d.json").write_text(json.dumps({"steps": 5}))  # a card that records none
@@ -65,7 +65,7 @@ def test_impossible_requests_are_refused(fake_sharegpt):
 
 
 def test_real_tokenizer_and_sharegpt_lengths_within_8_tokens():
-    from spectree.drafts.pairs import target_tokenizer
+    from spectree.models.pairs import target_tokenizer
 
     tok, config = target_tokenizer()  # the tokenizer from the GGUF's metadata, no weights (as tests/test_errors.py)
     prompts = long_prompts(tok, n=2)

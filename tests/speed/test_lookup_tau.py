@@ -33,7 +33,7 @@ def test_our_lookup_tau_is_at_least_hf_prompt_lookups_on_the_real_target():
     live ≥ τ of HF `generate(prompt_lookup_num_tokens=10)` (tokens per target forward, counted by hooks on the target
     as `bench` counts them: HF's prompt forward gives a token, ours gives none); the default's γ below HF's; the
     same tokens throughout."""
-    from spectree.drafts.pairs import load_target
+    from spectree.models.pairs import load_target
 
     target, tok = load_target()
     eos, policies = tok.eos_token_id, {"tau": parse_strategy(f"ar+{TAU_RULE}"), "default": parse_strategy("ar+lookup")}

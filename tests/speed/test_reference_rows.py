@@ -10,7 +10,7 @@ from helpers import ToyChat, tiny_llama
 
 from spectree.core.decode import as_drafter
 from spectree.core.errors import SpectreeError
-from spectree.drafts.pairs import reference_draft
+from spectree.models.loading import reference_draft
 from spectree.prompts import Prompt
 from spectree.speed.bench import run_strategies
 from spectree.speed.references import HF

@@ -51,7 +51,7 @@ def test_a_live_run_records_each_trees_depth():
 
     from spectree.prompts import Prompt
     from spectree.speed.bench import run_strategies
-    from spectree.strategies import Chain, autoregressive
+    from spectree.strategies.chain import Chain, autoregressive
 
     models = tiny_llama(0, layers=2), tiny_llama(1, layers=1), ToyChat()
     runs = run_strategies(models, [Prompt("toy", "0", "a", "x")], {"chain": Chain(k=3), "ar": autoregressive()}, 8,
@@ -68,7 +68,7 @@ def test_gunjur_rows_are_the_papers_methods_as_it_drafts_them():
     from spectree.core.drafting import offer_sampling
     from spectree.core.sampling import Sampling
     from spectree.speed.tables import GUNJUR_ROWS, GUNJUR_SCATTER, gunjur_table, speed_strategies
-    from spectree.strategies import Chain
+    from spectree.strategies.chain import Chain
 
     policies = speed_strategies(0.1, "0.6/0.2", None)
     warm = Sampling(temperature=0.6)
@@ -90,7 +90,9 @@ def test_gunjurs_top_token_chains_are_the_chains_under_greedy_decoding():
 
     from spectree.prompts import Prompt
     from spectree.speed.bench import run_strategies
-    from spectree.strategies import Chain, Kary, NaiveWidth
+    from spectree.strategies.chain import Chain
+    from spectree.strategies.gunjur import NaiveWidth
+    from spectree.strategies.static import Kary
 
     models = tiny_llama(0, layers=2), tiny_llama(1, layers=1), ToyChat()
     cutoffs = (4.52, 4.56, 4.6)

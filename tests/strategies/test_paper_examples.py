@@ -11,8 +11,15 @@ import pytest
 import torch
 from helpers import grow_offline, synthetic_draft, tree_paths
 
-from spectree.strategies import (CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, NaiveWidth, SGLang,
-                                 parse_strategy)
+from spectree.strategies import parse_strategy
+from spectree.strategies.cape import CAPE
+from spectree.strategies.chain import Chain
+from spectree.strategies.dyspec import DySpec, DySpecThreshold
+from spectree.strategies.eagle2 import Eagle2
+from spectree.strategies.engines import SGLang
+from spectree.strategies.gunjur import NaiveWidth
+from spectree.strategies.pct import PCT
+from spectree.strategies.static import VCT
 from spectree.strategies.c2t import C2T, C2TClassifier
 
 

@@ -18,9 +18,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from spectree.analysis.claims import (Evidence, all_of, bootstrap_rule, claim, not_testable, pooled,
+from spectree.claims.claims import (Evidence, all_of, bootstrap_rule, claim, not_testable, pooled,
                                       pooled_difference, unscored)
-from spectree.analysis.verdicts import BAR
+from spectree.claims.verdicts import BAR
 from spectree.analysis.draft_arms import Drafts, below_floor, draft_card, seeds_of
 from spectree.core.decode import greedy_continuation, walk_continuation
 from spectree.core.errors import SpectreeError
@@ -121,7 +121,7 @@ def acceptance_table(pairs: list[str], prompts: list[Prompt], max_new_tokens: in
 
 def _pair_reports(pair: str, prompts: list[Prompt], max_new_tokens: int, depth: int, load: dict) -> Optional[dict]:
     """{dataset: `acceptance_report`} of one pair (None, with a warning, when its draft is absent)."""
-    from spectree.drafts.pairs import load_pair
+    from spectree.models.loading import load_pair
 
     try:
         models = load_pair(pair, **load)
@@ -281,8 +281,8 @@ def draft_plan(pairs: list[str], ablations: dict[str, Drafts], ablation_base: Dr
     draft from the SmolLM2 target, so it runs only when one of `pairs` has it; the EDD claims need the shipped
     `edd` pair. The equal-budget drafts are scored with `pairs` (EDD Table 1); the ablation and hidden-layer arms
     are not (their drafts may be retired: `draft_arms`)."""
-    from spectree.drafts.pairs import TARGETS, as_pair
-    from spectree.drafts.applies import NEEDS
+    from spectree.models.pairs import TARGETS, as_pair
+    from spectree.models.applies import NEEDS
 
     def target(drafts: Drafts) -> str:
         first = seeds_of(drafts)[:1] if drafts else []
@@ -312,7 +312,7 @@ def draft_plan(pairs: list[str], ablations: dict[str, Drafts], ablation_base: Dr
 
 def training_logs(runs: list[str]) -> pd.DataFrame:
     """The loss curves of training runs (`training.training_log`) in one table; empty (with its columns) for none."""
-    from spectree.drafts.training import training_log
+    from spectree.training.training import training_log
 
     logs = [training_log(r) for r in runs]
     return pd.concat(logs, ignore_index=True) if logs else pd.DataFrame(columns=["step", "loss", "wall_s", "run"])

@@ -12,10 +12,10 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from spectree.analysis.claims import MIN_PROMPTS, claim, halves_of, prompt_interval_rule
-from spectree.analysis.rules import cluster_interval, prompt_codes, prompt_sums
+from spectree.claims.claims import MIN_PROMPTS, claim, halves_of, prompt_interval_rule
+from spectree.claims.rules import cluster_interval, prompt_codes, prompt_sums
 from spectree.strategies.pct import PCT, expands, keeps_leaf
-from spectree.analysis.names import paper_kind, sd_st
+from spectree.claims.names import paper_kind, sd_st
 
 
 EDD_13B_RATIO = 1.4 / 50.1  # s_d/s_t of EDD + LLaMA2-Chat 13B, Fig. 3b's pair (s3 l.1388)

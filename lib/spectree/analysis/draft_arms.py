@@ -24,7 +24,7 @@ from typing import Any, Optional, Sequence, Union
 
 import pandas as pd
 
-from spectree.analysis.claims import claim, not_testable, unscored
+from spectree.claims.claims import claim, not_testable, unscored
 from spectree.core.errors import SpectreeError
 from spectree.core.paths import artifact_path
 
@@ -50,7 +50,7 @@ def seeds_of(drafts: Drafts) -> list[str]:
 def draft_card(pair: str) -> Optional[dict]:
     """The card of a pair's trained draft (edd:NAME / vdm:NAME): data/drafts/NAME.json, else
     data/drafts/retired/NAME.json; None for another kind of draft, a name that is no pair, or when neither exists."""
-    from spectree.drafts.pairs import as_pair
+    from spectree.models.pairs import as_pair
 
     try:
         spec = as_pair(pair).spec

@@ -17,8 +17,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from spectree.analysis.claims import MIN_PROMPTS, all_of, claim, cluster_rule, not_testable, prompt_interval_rule
-from spectree.analysis.rules import prompt_codes, prompt_sums
+from spectree.claims.claims import MIN_PROMPTS, all_of, claim, cluster_rule, not_testable, prompt_interval_rule
+from spectree.claims.rules import prompt_codes, prompt_sums
 from spectree.analysis.stats import rise_rule, spearman, step_text, uniform_bin
 from spectree.core.errors import SpectreeError
 

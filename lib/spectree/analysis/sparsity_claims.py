@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from spectree.analysis.claims import (MIN_UNITS, Evidence, all_of, claim, enough_units, halves_of, interval_rule,
+from spectree.claims.claims import (MIN_UNITS, Evidence, all_of, claim, enough_units, halves_of, interval_rule,
                                       not_testable, prompts_reading, unscored)
-from spectree.analysis.verdicts import FAILS, HOLDS, INCONCLUSIVE
-from spectree.analysis.diagnosis import reading
+from spectree.claims.verdicts import FAILS, HOLDS, INCONCLUSIVE
+from spectree.claims.diagnosis import reading
 from spectree.analysis.sparsity import summarise_blocks
 
 COUNTED = "deterministic count"  # how the block-count claims' rules open

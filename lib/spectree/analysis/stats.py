@@ -14,7 +14,7 @@ entropy (nats, full vocabulary, of the distribution the token was drawn from), e
 (max probability of that distribution), accept (greedy: 1 if the token is on the target's greedy path, else
 0; stochastic: min(1, T(x)/D(x))), target_prob, examined (its parent is on the greedy path, so a verifier
 would examine it) and chain (it lies on the draft's rank-0 chain from the root).
-Every claim is built by `spectree.analysis.claims.claim` from one of its rules (verdict, rule, n, details). Tokens
+Every claim is built by `spectree.claims.claims.claim` from one of its rules (verdict, rule, n, details). Tokens
 of one prompt are correlated, so every interval here resamples PROMPTS with all their tokens (a cluster
 bootstrap, `claims.cluster_rule`): its n is the number of prompts, at least `claims.MIN_PROMPTS`.
 """
@@ -28,10 +28,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from spectree.analysis.claims import MIN_PROMPTS, Evidence, all_of, claim, cluster_rule
-from spectree.analysis.verdicts import INCONCLUSIVE
-from spectree.analysis.claims import jsonable  # noqa: F401  (re-exported: the notebooks' summaries use it)
-from spectree.analysis.rules import prompt_codes, prompt_sums, ratio_statistic, spearman_statistic
+from spectree.claims.claims import MIN_PROMPTS, Evidence, all_of, claim, cluster_rule
+from spectree.claims.verdicts import INCONCLUSIVE
+from spectree.claims.rules import prompt_codes, prompt_sums, ratio_statistic, spearman_statistic
 
 ENTROPY_EDGES = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, math.inf)  # C2T Fig. 2: 0–1, …, 5–6, > 6 (in the unit read)
 ENTROPY_UNITS = {"nats": 1.0, "bits": math.log(2)}  # one unit, in nats (the token table stores nats)

@@ -32,9 +32,9 @@ import torch
 
 from scipy import stats
 
-from spectree.analysis.claims import Evidence, claim, enough_units, halves_of, interval_rule, prompts_reading
-from spectree.analysis.diagnosis import PROMPTS, SEED, reading
-from spectree.analysis.verdicts import INCONCLUSIVE
+from spectree.claims.claims import Evidence, claim, enough_units, halves_of, interval_rule, prompts_reading
+from spectree.claims.diagnosis import PROMPTS, SEED, reading
+from spectree.claims.verdicts import INCONCLUSIVE
 from spectree.core.manifest import beside, digest, reuse_or_rebuild
 from spectree.core.drafting import TOP_M
 from spectree.core.paths import artifact_path

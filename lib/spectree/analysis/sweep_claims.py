@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 
 from spectree.analysis import sweeps
-from spectree.analysis.claims import (MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, interval_rule,
+from spectree.claims.claims import (MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, interval_rule,
                                       pooled_difference, pooled_quotient, unscored)
-from spectree.analysis.diagnosis import KNOBS, reading
+from spectree.claims.diagnosis import KNOBS, reading
 from spectree.analysis.sweeps import scored
-from spectree.analysis.verdicts import HOLDS, side
-from spectree.analysis.names import paper_kind, sd_st
+from spectree.claims.verdicts import HOLDS, side
+from spectree.claims.names import paper_kind, sd_st
 
 # the papers' words, quoted once: notebook 02's and 03's claims read them
 C2T_TABLE_2 = '"stably utilizes 75% to 80% of γ while keeping τ unchanged" (C2T Table 2)'

@@ -22,8 +22,15 @@ from spectree.replay.forest import Forest
 from spectree.replay.logbook import LoggedPrompt
 from spectree.replay.logtree import budget_policies, sequoia_p
 from spectree.replay.replay import as_forest, grow_forest, replay, summarize, visited_steps
-from spectree.strategies import (C2T, CAPE, PCT, VCT, Chain, DySpec, Eagle2, EntropyBranching, Kary, NaiveWidth,
-                                 Sequences, Sequoia)
+from spectree.strategies.c2t import C2T
+from spectree.strategies.cape import CAPE
+from spectree.strategies.chain import Chain
+from spectree.strategies.dyspec import DySpec
+from spectree.strategies.eagle2 import Eagle2
+from spectree.strategies.gunjur import EntropyBranching, NaiveWidth
+from spectree.strategies.pct import PCT
+from spectree.strategies.sequoia import Sequoia
+from spectree.strategies.static import VCT, Kary, Sequences
 from spectree.strategies.c2t import ClassifierTraining, fit_and_save
 
 Logbook = list[LoggedPrompt]

@@ -95,7 +95,7 @@ def temperature_tokens(logbook: list[LoggedPrompt], pair: str, temperature: floa
     softmax(logits) (T = 1): what B(H) and the entropy cutoffs read live (`core.drafting.child_candidates`)."""
     from spectree.core.decode import walk_continuation
     from spectree.core.sampling import entropy, topm_entropy
-    from spectree.drafts.pairs import load_pair
+    from spectree.models.loading import load_pair
 
     if not temperature > 0:
         raise SpectreeError(f"temperature_tokens needs a temperature > 0, got {temperature}")
@@ -149,7 +149,7 @@ def c2t_classifier_confidence(tokens: pd.DataFrame, pair: str, folder: Optional[
     is never used. Returns (confidences or None, the classifier's name or why there is none)."""
     import json
 
-    from spectree.drafts.pairs import pair_tag
+    from spectree.models.pairs import pair_tag
     from spectree.strategies.c2t import FEATURES, load_classifier
 
     tag = pair_tag(pair)

@@ -30,15 +30,15 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from spectree.analysis.claims import Evidence, claim, not_testable, unscored
-from spectree.analysis.diagnosis import KNOBS, reading
+from spectree.claims.claims import Evidence, claim, not_testable, unscored
+from spectree.claims.diagnosis import KNOBS, reading
 from spectree.analysis.sweep_claims import compare
 from spectree.analysis.sweeps import prompt_sums, totals
 from spectree.core.decode import Prefill, speculative_generate
 from spectree.core.errors import SpectreeError, TreeTooLarge
 from spectree.core.policy import Policy, Rows
 from spectree.prompts import Prompt, chat_ids
-from spectree.analysis.names import paper_kind, sd_st
+from spectree.claims.names import paper_kind, sd_st
 from spectree.strategies.pct import PCT
 
 STEP_COLUMNS = ["prompt", "dataset", "category", "position", "tau", "gamma", "depth"]  # as `sweeps.STEP_COLUMNS`
@@ -119,7 +119,7 @@ def tree_tau_table(runs: dict[str, tuple[str, Policy]], prompts: list[Prompt], m
 def _pair_rows(pair: str, policies: dict[str, Policy], prompts: list[Prompt], max_new_tokens: int, load: dict
                ) -> tuple[list[dict], dict[str, str]]:
     """One pair's rows of `tree_tau_table` and what it skipped (the whole pair when its draft is absent)."""
-    from spectree.drafts.pairs import load_pair
+    from spectree.models.loading import load_pair
 
     try:
         models = load_pair(pair, **load)

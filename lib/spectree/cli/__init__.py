@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--target", default="smollm2-135m-instruct",
                     help="the model distilled from: a registry name, a model folder, a GGUF file or a cached hub id")
     from spectree.drafts.storage import PRECISIONS
-    from spectree.drafts.training import SAVE_EVERY_S, TrainConfig
+    from spectree.training.training import SAVE_EVERY_S, TrainConfig
     for f in fields(TrainConfig):
         tr.add_argument(f"--{f.name.replace('_', '-')}", default=f.default, help=TRAIN_HELP.get(f.name),
                         **_train_type(f))

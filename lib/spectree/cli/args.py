@@ -93,7 +93,7 @@ def _output_file(text: str) -> Path:
 
 def _device(text: str) -> str:
     """An argument type: 'auto' or a torch device (cpu, cuda, cuda:N, mps)."""
-    from spectree.drafts.targets import resolve_device
+    from spectree.models.targets import resolve_device
 
     try:
         return text if text == "auto" else resolve_device(text)
@@ -147,7 +147,7 @@ def _chat(p: argparse.ArgumentParser) -> None:
 
 def _train_type(f) -> dict:
     """How `train` reads a TrainConfig field, so that a bad value is refused naming the flag the user typed."""
-    from spectree.drafts.training import DATA, KINDS, LOSSES
+    from spectree.training.training import DATA, KINDS, LOSSES
 
     choices = {"kind": KINDS, "loss": LOSSES, "data": DATA}
     if f.name in choices:

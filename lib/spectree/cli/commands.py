@@ -27,7 +27,7 @@ def _checked_prompts(args, depth: int, new_tokens: str = "--max-new-tokens") -> 
     """`--prompts`, each checked against `--pair`'s target with `--max-new-tokens` (`new_tokens`: the flag that sets
     it) and trees `depth` deep (its tokenizer and config only: before any model loads); a bad pair is named before a
     bad prompt spec."""
-    from spectree.drafts.pairs import check_pair_name, check_pair_prompts
+    from spectree.models.pairs import check_pair_name, check_pair_prompts
     from spectree.prompts import parse_prompt_spec
 
     args.pair = check_pair_name(args.pair)  # parsed and checked once: a `Pair` from here down
@@ -55,8 +55,8 @@ def _calibrated(policies: dict, pair: str, models, cost=None) -> dict:
 
 def cmd_bench(args) -> int:
     from spectree.core.sampling import Sampling
-    from spectree.drafts.pairs import load_pair
-    from spectree.analysis.claims import claims_text
+    from spectree.models.loading import load_pair
+    from spectree.claims.claims import claims_text
     from spectree.speed.bench import format_table, run_strategies, summarize_runs
     from spectree.speed.costmodel import pair_cost_model
     from spectree.speed.references import HF_LOOKUP_PACKED
@@ -96,7 +96,8 @@ def cmd_bench(args) -> int:
 def _check_assistant(pair: str) -> None:
     """`--hf-assisted` needs a standalone draft LM as HF's assistant_model (`speed.references.standalone`): a pair whose
     draft is none is refused from its spec (a trained draft's kind from its checkpoint's metadata), before a load."""
-    from spectree.drafts.pairs import check_draft_file, check_pair_name
+    from spectree.drafts.draftspec import check_draft_file
+    from spectree.models.pairs import check_pair_name
 
     draft = check_pair_name(pair).spec
     kind = check_draft_file(draft.checkpoint)["kind"] if draft.checkpoint else draft.kind
@@ -108,7 +109,7 @@ def _check_assistant(pair: str) -> None:
 
 
 def cmd_lossless(args) -> int:
-    from spectree.drafts.pairs import load_pair
+    from spectree.models.loading import load_pair
     from spectree.speed.bench import find_mismatches, run_strategies, summarize_runs
 
     policies = _policies(args.strategies)
@@ -208,7 +209,7 @@ def _tune_logbook(args, engine) -> tuple[Path, Optional[list]]:
         return path, None
     if not (args.pair and args.prompts):
         raise SpectreeError("give --logbook, or --pair and --prompts (logged first)")
-    from spectree.reports.tune import spread
+    from spectree.tune import spread
 
     return None, spread(_checked_prompts(args, engine.log.d_max, "--positions"), args.max_prompts)
 
@@ -216,9 +217,9 @@ def _tune_logbook(args, engine) -> tuple[Path, Optional[list]]:
 def _confirm_prompts(args, path: Optional[Path], prompts: Optional[list], engine) -> list:
     """`--confirm N`'s held-out prompts (`tune.held_out_prompts`), checked against the pair's target before any
     model loads; refused with `--cost-model` (the live run checks this machine's projection, not a file's)."""
-    from spectree.drafts.pairs import check_pair_prompts
+    from spectree.models.pairs import check_pair_prompts
     from spectree.replay.logbook import LogConfig, read_logbook
-    from spectree.reports.tune import held_out_prompts
+    from spectree.tune import held_out_prompts
 
     if args.cost_model:
         raise SpectreeError("--confirm decodes on this machine and checks its own cost model: leave out --cost-model")
@@ -230,7 +231,7 @@ def _confirm_prompts(args, path: Optional[Path], prompts: Optional[list], engine
 
 
 def cmd_tune(args) -> int:
-    from spectree.reports.tune import check_engine, load_cost_model, run_tune
+    from spectree.tune import check_engine, load_cost_model, run_tune
 
     engine = check_engine(args.engine)
     path, prompts = _tune_logbook(args, engine)
@@ -244,7 +245,7 @@ def cmd_tune(args) -> int:
 
 def cmd_acceptance(args) -> int:
     from spectree.analysis.acceptance import acceptance_table
-    from spectree.drafts.pairs import check_pair_name
+    from spectree.models.pairs import check_pair_name
 
     draft = check_pair_name(args.pair).spec
     card = draft.checkpoint.with_suffix(".json") if draft.checkpoint else None
@@ -274,7 +275,7 @@ def cmd_acceptance(args) -> int:
         held_out = f"{args.prompts}, {args.max_new_tokens} new tokens, target greedy output"
         metrics = {"held_out": held_out, **{k: v for k, v in report.items() if k != "tau_chain"},
                    f"tau_chain{args.depth}": round(report["tau_chain"], 3)}
-        from spectree.drafts.provenance import card_json
+        from spectree.drafts.storage import card_json
 
         atomic_write_text(card, card_json({**json.loads(card.read_text()), "metrics": metrics}))
         print(f"wrote the metrics into {card}")
@@ -284,14 +285,9 @@ def cmd_acceptance(args) -> int:
 def cmd_train(args) -> int:
     import torch
 
-    from spectree.drafts.pairs import load_target
-    from spectree.drafts.training import (
-        TrainConfig,
-        check_resume,
-        device_name,
-        export_checkpoint,
-        train,
-    )
+    from spectree.models.pairs import load_target
+    from spectree.training.export import export_checkpoint
+    from spectree.training.training import TrainConfig, check_resume, device_name, train
 
     if args.block_min > args.block_max:
         raise SpectreeError(f"--block-min {args.block_min} must be <= --block-max {args.block_max}")

@@ -1,4 +1,4 @@
-"""Help texts of the flags the command line makes from dataclass fields (`train` from `drafts.training.TrainConfig`,
+"""Help texts of the flags the command line makes from dataclass fields (`train` from `training.training.TrainConfig`,
 `log` from `replay.logbook.LogConfig`): one entry per field, kept beside the parser (tests/cli/test_help.py fails
 on a field without one, or an entry without a field)."""
 from __future__ import annotations

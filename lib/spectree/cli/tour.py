@@ -56,7 +56,7 @@ def _value(value) -> str:
 def strategy_rows() -> list[dict]:
     """One row per registered strategy, then per retrieval proposer: name, the spec with every default spelled out,
     its knobs (name, default, meaning), its paper, the first sentence of its docstring."""
-    from spectree.retrieval import RETRIEVERS
+    from spectree.retrieval.proposers import RETRIEVERS
     from spectree.strategies import PAPERS, REGISTRY
 
     rows = []
@@ -90,7 +90,8 @@ def cmd_strategies(args) -> int:
 
 def cmd_try(args) -> int:
     from spectree.cli.commands import _calibrated, _placed, _policies
-    from spectree.drafts.pairs import check_pair_name, check_pair_prompts, load_pair
+    from spectree.models.loading import load_pair
+    from spectree.models.pairs import check_pair_name, check_pair_prompts
     from spectree.prompts import Prompt
     from spectree.speed.bench import run_strategies, summarize_runs
     from spectree.speed.references import HF

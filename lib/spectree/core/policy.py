@@ -300,7 +300,7 @@ class Policy:
 
     def grafter(self, tokens: list[int], stop: tuple[int, ...] = ()):
         """What grafts retrieval branches into this policy's trees over a generation that starts from the
-        committed `tokens` (`retrieval.Grafter`: `graft(tree, limit)`, `extend(new tokens)`; branches end at a
+        committed `tokens` (`retrieval.graft.Grafter`: `graft(tree, limit)`, `extend(new tokens)`; branches end at a
         `stop` token); None: no retrieval."""
         return None
 

@@ -1,6 +1,6 @@
 """Draft specs (`layerskip:N`, `edd:NAME[@V]`, `vdm:NAME[@V]`, `hf:MODEL`, `eagle:FOLDER`, `mix:λ:DRAFT`): the one
 parser, the checks of a trained draft's files (checkpoint, token ranking) and the layer-skip draft built from the
-target's own layers. Loading a draft against its target is `pairs.load_draft`."""
+target's own layers. Loading a draft against its target is `models.loading.load_draft`."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -3,7 +3,8 @@ weight matrix W [out, in] as int8 codes with one fp32 scale per output row (W â‰
 tensors, the norms, stay fp16). int8 halves a checkpoint, which keeps the tracked tree small enough to travel to a
 GPU machine; the ablation and reference drafts are stored so, and their agreement numbers move within their noise
 (docs/training.md, "Storage"). `pack` writes either precision, `unpack` reads either; the file's metadata says
-which (`precision`; absent: fp16, the files written before int8 existed).
+which (`precision`; absent: fp16, the files written before int8 existed). Its card, NAME.json, is written by
+`card_json`.
 
     python -m spectree.drafts.storage int8 data/drafts/abl-edd-self.safetensors ...   # re-store files in place
 """
@@ -73,10 +74,20 @@ def restore(path: Path, precision: str) -> Path:
     tmp.replace(path)
     card = path.with_suffix(".json")
     if card.exists():  # the card says how its checkpoint is stored
-        from spectree.drafts.provenance import card_json
-
         atomic_write_text(card, card_json({**json.loads(card.read_text()), "precision": precision}))
     return path
+
+
+def card_json(card: dict) -> str:
+    """A draft's card (NAME.json) as JSON, indented like the others, with each id list of its `training_prompts` on
+    one line (`training.provenance`; a card stays a few hundred kB)."""
+    ids = card.get("training_prompts") or {}
+    lines = {d: json.dumps(v) for d, v in ids.items() if isinstance(v, list)}
+    text = json.dumps({**card, "training_prompts": {**ids, **{d: f"@@{d}@@" for d in lines}}} if ids else card,
+                      indent=1)
+    for d, line in lines.items():
+        text = text.replace(json.dumps(f"@@{d}@@"), line)
+    return text
 
 
 def main(argv: list[str]) -> int:

@@ -190,7 +190,7 @@ def read_logged_prompt(path: Path) -> LoggedPrompt:
 def logbook_dir(cfg: LogConfig, name: str) -> Path:
     """data/cache/logbooks/<pair tag>-<name>-<config key>: the pair as `Pair.tag` writes it in file names
     (a shipped pair's own name; a folder or hub pair's slug and digest)."""
-    from spectree.drafts.pairs import as_pair
+    from spectree.models.pairs import as_pair
 
     return cache_dir() / "logbooks" / f"{as_pair(cfg.pair).tag}-{name}-{cfg.key()}"
 
@@ -212,8 +212,8 @@ def logbook_manifest(prompts: list[Prompt], cfg: LogConfig, dtype=None, device=N
     target's identity (`pairs.target_digest`), and the pair's precision and device where they are not float32 on
     the CPU (the logbooks made before they were a choice are), so retrained weights or another precision or device
     at the same names are logged again."""
-    from spectree.drafts.pairs import as_pair, draft_digest, target_digest
-    from spectree.drafts.targets import resolve_device
+    from spectree.models.pairs import as_pair, draft_digest, target_digest
+    from spectree.models.targets import resolve_device
 
     kind = torch.device(resolve_device(device)).type  # None / 'auto': where load_pair puts the pair
     placed = {**({} if dtype in (None, torch.float32) else {"dtype": str(dtype).removeprefix("torch.")}),
@@ -253,8 +253,9 @@ def write_logbook(prompts: list[Prompt], cfg: LogConfig, name: str, out: Optiona
     `models`, theirs, and their kernels in worker processes). `known`: {prompt key: the target's greedy
     continuation} from another logbook of the pair (`log_prompt`)."""
     from spectree.core.kernels import kernels_in_use
-    from spectree.drafts.pairs import check_pair_prompts, load_pair
-    from spectree.drafts.targets import resolve_device, resolve_dtype
+    from spectree.models.loading import load_pair
+    from spectree.models.pairs import check_pair_prompts
+    from spectree.models.targets import resolve_device, resolve_dtype
 
     check_pair_prompts(cfg.pair, prompts, cfg.max_new_tokens, cfg.d_max, models)
     out = Path(out) if out else logbook_dir(cfg, check_name(name, "logbook"))

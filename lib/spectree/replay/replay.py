@@ -17,7 +17,8 @@ from spectree.core.errors import SpectreeError
 from spectree.core.metrics import tau as tau_of
 from spectree.core.policy import Growth, Policy, grow
 from spectree.replay.forest import Forest
-from spectree.retrieval import Grafter, Retrieval, graft_columns
+from spectree.retrieval.graft import Grafter, graft_columns
+from spectree.retrieval.proposers import Retrieval
 from spectree.replay.logbook import LoggedPrompt
 
 STEP_COLUMNS = ["position", "tau", "gamma", "depth", "prompt", "dataset", "category"]  # a row per target forward

@@ -2,7 +2,7 @@
 after a default run (`./run_all.sh`), on the same commit. It copies notebook 00's tree and mask of that run
 (compact, as RESULTS.md's figures), screenshots that run's figures/index.html in headless Chromium, runs the
 JupyterLab browser test with SPECTREE_SCREENSHOT_DIR (the explorer in a real JupyterLab, with its notifications off,
-`quiet_lab_settings`, shot once fully drawn, `wait_drawn`: tests/reports/test_jupyterlab.py) and writes figures/gallery/STAMP: RESULTS.md's commit and each picture's sha256.
+`quiet_lab_settings`, shot once fully drawn, `wait_drawn`: tests/explorer/test_jupyterlab.py) and writes figures/gallery/STAMP: RESULTS.md's commit and each picture's sha256.
 `stamp_problems` says what keeps the gallery from being RESULTS.md's (tests/reports/test_gallery.py reads it on the
 repository: README's pictures are never older than RESULTS.md).
 """
@@ -141,7 +141,7 @@ def screenshot_index(dest: Path, chromium: str) -> Path:
 def screenshot_explorer(folder: Path) -> Path:
     """The JupyterLab browser test with SPECTREE_SCREENSHOT_DIR=folder: its explorer screenshot, freshly taken."""
     dest, start = folder / EXPLORER_SHOT, time.time()
-    test = home() / "tests" / "reports" / "test_jupyterlab.py"
+    test = home() / "tests" / "explorer" / "test_jupyterlab.py"
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", str(test)],
                           cwd=home(), env={**os.environ, "SPECTREE_SCREENSHOT_DIR": str(folder)})
     if done.returncode != 0 or not dest.is_file() or dest.stat().st_mtime < start:

@@ -15,8 +15,8 @@ Each notebook's section shows the paper figures it reproduces with a caption, th
 (`reports.result_figures`): the root file shows the compact copies its own run writes into the tracked
 figures/results/ and links nothing the repository does not hold; figures/RESULTS.md shows the notebooks' files
 and links each report.html that exists.
-The helpers that read a summary (`load_summary`, `headline`, `claims_of`; verdicts as `analysis.claims` words
-them) are shared with `figures/index.html` (`reports.runner.write_index`), so both show the same numbers.
+The helpers that read a summary (`load_summary`, `headline`, `claims_of`; verdicts as `claims.claims` words
+them) are shared with `figures/index.html` (`runs.runner.write_index`), so both show the same numbers.
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
-from spectree.analysis.claims import count, verdict_text
-from spectree.analysis.verdicts import BAR
+from spectree.claims.claims import count, verdict_text
+from spectree.claims.verdicts import BAR
 from spectree.core.machine import host_name
 from spectree.core.paths import atomic_write_text, figures_dir, home
 from spectree.reports.result_figures import RESULTS_DIR, copies_text, figure_lines, write_copies
@@ -37,7 +37,7 @@ REFERENCE_PROFILE = "default"  # the only profile whose run is written to the re
 EARLIER = "from an earlier run"  # the runner's status of a notebook not run in this invocation
 RUN_FILE = ".run.json"  # figures/<notebook>/.run.json: the stamp (`stamp`) and seconds of its last successful run
 SAME_RUN = ("profile", "overrides", "commit", "host")  # what a recorded run shares with this one for the root file
-GPU_STEM = "gpu_check"  # figures/gpu_check/: the GPU checklist's JSON files and summary.json (`reports.gpu_check`)
+GPU_STEM = "gpu_check"  # figures/gpu_check/: the GPU checklist's JSON files and summary.json (`gpu.gpu_check`)
 UNTESTED = ("The GPU path is untested: no run of `scripts/gpu_check.sh` on a CUDA machine is recorded here "
             "(figures/gpu_check/summary.json).")
 MAX_SHOWN = 120  # longer scalar entries stay in the report, as lists and tables do

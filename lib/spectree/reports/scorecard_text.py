@@ -1,4 +1,4 @@
-"""RESULTS.md's scorecard: each paper claim once (`analysis.scorecard`), per paper, with its tallies.
+"""RESULTS.md's scorecard: each paper claim once (`claims.scorecard`), per paper, with its tallies.
 
 Rendered from the notebooks' summaries: every paper-claim reading of every notebook, tagged with the notebook it came
 from, and notebook 11's readings by draft quality (its summary's `draft_quality`, by scorecard key). The tallies
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from spectree.analysis.scorecard import PAPERS, repeat_count, scorecard, tally, unread_count, unregistered
-from spectree.analysis.verdicts import BAR, INCONCLUSIVE, VERDICTS
+from spectree.claims.scorecard import PAPERS, repeat_count, scorecard, tally, unread_count, unregistered
+from spectree.claims.verdicts import BAR, INCONCLUSIVE, VERDICTS
 
 QUALITY_STEM = "11_draft_quality"  # its summary's `draft_quality`: {scorecard key: {"text", "verdict"}}
 
@@ -32,7 +32,7 @@ def quality_of(summaries: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def rows_of(summaries: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The scorecard rows of these summaries (`analysis.scorecard.scorecard`)."""
+    """The scorecard rows of these summaries (`claims.scorecard.scorecard`)."""
     return scorecard(readings_of(summaries), quality_of(summaries))
 
 

@@ -27,8 +27,8 @@ from spectree.core.machine import machine_id, smoke_timing
 from spectree.core.manifest import beside, matches, reuse_or_rebuild
 from spectree.core.policy import Policy
 from spectree.core.paths import atomic_write_text, cache_dir
-from spectree.drafts import pairs  # pairs.load_pair looked up per call (tests stand a loader in for it)
-from spectree.drafts.pairs import Pair, as_pair
+from spectree.models import loading as pairs  # loading.load_pair, looked up per call (tests stand a loader in for it)
+from spectree.models.pairs import Pair, as_pair
 from spectree.speed.load import trusted
 from spectree.speed.stepmodel import ConstructionRatio, StepFit, plain_seconds, predict_steps
 from spectree.core.treeattn import (
@@ -353,7 +353,7 @@ def cached_cost_model(pair: "str | Pair", load_models: Optional[Callable[[], tup
     count (noted in the returned origin); else measured now on stock kernels (loads the pair with `load_models`),
     or with `measure` False one clear error. Its step model (`load_or_fit`) comes with it when cached; else it is
     fitted now (loading the pair), or with `measure` False the forwards alone price a step (said in the origin)."""
-    from spectree.drafts.targets import resolve_device
+    from spectree.models.targets import resolve_device
 
     pair = as_pair(pair)  # parsed once: its tag and identity name every file below
     placed = {"dtype": dtype, "device": resolve_device(device)}

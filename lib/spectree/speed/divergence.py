@@ -169,7 +169,7 @@ def run(shape: str, dtype: str, device: str, n_prompts: int, prompt_tokens: int,
     """The characterisation of one random pair (`drafts.random_pairs`) in one dtype: tracked prompts, chat template
     applied, cut to `prompt_tokens`."""
     from spectree.core.paths import home
-    from spectree.drafts.random_pairs import random_pair
+    from spectree.models.random_pairs import random_pair
     from spectree.prompts import chat_ids, parse_prompt_spec
 
     t0 = time.perf_counter()

@@ -11,15 +11,16 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from spectree.analysis.claims import LOSSLESS, Evidence, all_of, bootstrap_rule, claim, pooled_quotient
-from spectree.analysis.verdicts import BAR, FAILS, HOLDS, INCONCLUSIVE
+from spectree.claims.claims import LOSSLESS, Evidence, all_of, bootstrap_rule, claim, pooled_quotient
+from spectree.claims.verdicts import BAR, FAILS, HOLDS, INCONCLUSIVE
 from spectree.core.policy import Policy
 from spectree.prompts import Prompt
 from spectree.speed.bench import Mismatch, Run
 from spectree.speed.references import HF, HF_LOOKUP, HF_LOOKUP_PACKED, HF_PACKED, REFERENCES
-from spectree.analysis.names import AR_LABEL
+from spectree.claims.names import AR_LABEL
 from spectree.speed.tables import aligned, prompt_rows, speed_table, versus
-from spectree.strategies import autoregressive, parse_strategy
+from spectree.strategies import parse_strategy
+from spectree.strategies.chain import autoregressive
 
 AR = AR_LABEL  # our AR loop's row (`names.AR_LABEL`)
 
@@ -49,7 +50,7 @@ def grid_runs(models: tuple, pair: str, prompts: list[Prompt], grid: dict[str, P
     from functools import partial
 
     from spectree.core.workers import in_processes, worker_count
-    from spectree.drafts.pairs import load_pair
+    from spectree.models.loading import load_pair
 
     workers = max(1, min(len(prompts), worker_count(models[0].device)))
     jobs = [(prompts[w::workers], grid, max_new_tokens) for w in range(workers)]

@@ -96,8 +96,8 @@ def training_records(pair: str) -> frozenset[str]:
     records none (layer-skip, hf:, eagle: drafts trained on nothing of ours)."""
     import json
 
-    from spectree.drafts.pairs import as_pair
-    from spectree.drafts.provenance import card_prompts
+    from spectree.models.pairs import as_pair
+    from spectree.training.provenance import card_prompts
 
     spec = as_pair(pair).spec
     while spec.kind == "mix":  # a synthetic mix drafts with its inner draft

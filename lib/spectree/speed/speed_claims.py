@@ -19,16 +19,16 @@ from typing import Any, Mapping, Optional
 import numpy as np
 import pandas as pd
 
-from spectree.analysis.claims import MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, pooled
-from spectree.analysis.verdicts import BAR
-from spectree.analysis.diagnosis import GPU, reading
+from spectree.claims.claims import MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, pooled
+from spectree.claims.verdicts import BAR
+from spectree.claims.diagnosis import GPU, reading
 from spectree.analysis.stats import DYSPEC_DRAFT_T
 from spectree.analysis.sweep_claims import C2T_TABLE_2, DYSPEC_SEQUOIA_SHARE, GREEDY_DRAFT
 from spectree.analysis.sweeps import gamma_at_tau
 from spectree.core.policy import Policy
 from spectree.speed.bench import Run
 from spectree.speed.references import HF, HF_LOOKUP_PACKED, HF_PACKED, REFERENCES
-from spectree.analysis.names import AR_LABEL, VS_HF
+from spectree.claims.names import AR_LABEL, VS_HF
 from spectree.speed.tables import (GUNJUR_BASELINE, GUNJUR_PAPER_DEPTH, GUNJUR_PAPER_TEMPERATURE, GUNJUR_ROWS,
                                    aligned, budget_labels, gunjur_table, prompt_rows, speed_table, versus)
 

@@ -21,15 +21,22 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from spectree.analysis.claims import Evidence, bootstrap_rule, pooled_difference, pooled_quotient
+from spectree.claims.claims import Evidence, bootstrap_rule, pooled_difference, pooled_quotient
 from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy
 from spectree.prompts import Prompt
 from spectree.speed.bench import Run, run_strategies, summarize_runs
 from spectree.speed.references import HF, REFERENCES
-from spectree.analysis.names import AR_LABEL, spec_label
-from spectree.strategies import C2T, CAPE, PCT, VCT, Chain, DySpec, DySpecThreshold, Eagle2, EntropyBranching, Kary
-from spectree.strategies import NaiveWidth, Sequences, Sequoia, autoregressive
+from spectree.claims.names import AR_LABEL, spec_label
+from spectree.strategies.c2t import C2T
+from spectree.strategies.cape import CAPE
+from spectree.strategies.chain import Chain, autoregressive
+from spectree.strategies.dyspec import DySpec, DySpecThreshold
+from spectree.strategies.eagle2 import Eagle2
+from spectree.strategies.gunjur import EntropyBranching, NaiveWidth
+from spectree.strategies.pct import PCT
+from spectree.strategies.sequoia import Sequoia
+from spectree.strategies.static import VCT, Kary, Sequences
 
 
 GUNJUR_PAPER_GUARD = 1 + 7 + 7 ** 2 + 7 ** 3 + 7 ** 4  # B(H) ≤ 7 to "a fixed depth of four" (s1 l.131, l.143)

@@ -5,8 +5,8 @@ dataclass, so `parse_strategy("eagle2:K=8,N=32") == Eagle2(K=8, N=32)` and `poli
 Strings are parsed once, at the edges (command line, notebook parameters); everything inside takes `Policy`
 objects. A new strategy is one file in this package plus one line in REGISTRY.
 
-Retrieval proposers (`spectree.retrieval.RETRIEVERS`) join a spec with `+`: `pct:ratio=0.2+suffix:k=2,len=8` is a
-`Hybrid` of the policy and the proposers (`ar+lookup`: prompt lookup alone).
+Retrieval proposers (`spectree.retrieval.proposers.RETRIEVERS`) join a spec with `+`: `pct:ratio=0.2+suffix:k=2,len=8`
+is a `Hybrid` of the policy and the proposers (`ar+lookup`: prompt lookup alone).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any, Callable, Union
 
 from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy, spec_fields
-from spectree.retrieval import RETRIEVERS, Retrieval
+from spectree.retrieval.proposers import RETRIEVERS
 from spectree.strategies.c2t import C2T
 from spectree.strategies.cape import CAPE
 from spectree.strategies.chain import Chain, autoregressive
@@ -28,7 +28,7 @@ from spectree.strategies.gunjur import EntropyBranching, NaiveWidth
 from spectree.strategies.hybrid import Hybrid
 from spectree.strategies.pct import PCT
 from spectree.strategies.sequoia import Sequoia
-from spectree.strategies.static import VCT, Kary, Sequences, StaticShape
+from spectree.strategies.static import VCT, Kary, Sequences
 
 REGISTRY: dict[str, Callable[..., Policy]] = {
     "ar": autoregressive,
@@ -151,7 +151,3 @@ def parse_strategy(spec: str) -> Policy:
         return policy
     return Hybrid(policy, tuple(_build(part, RETRIEVERS, "retrieval proposer") for part in extra))
 
-
-__all__ = ["Policy", "REGISTRY", "PAPERS", "Hybrid", "Retrieval", "split_spec", "split_hybrid", "parse_strategy", "spec_types", "C2T", "CAPE", "Chain",
-           "DySpec", "DySpecThreshold", "Eagle2", "EntropyBranching", "NaiveWidth", "PCT", "Sequoia", "VCT", "Kary",
-           "Sequences", "StaticShape", "SGLang", "TRTLLM", "Choices", "autoregressive"]

@@ -14,7 +14,8 @@ from typing import Any
 
 from spectree.core.errors import SpectreeError
 from spectree.core.policy import Policy
-from spectree.retrieval import Grafter, Retrieval
+from spectree.retrieval.graft import Grafter
+from spectree.retrieval.proposers import Retrieval
 
 
 @dataclass

@@ -91,7 +91,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
     and `plain_s`, its seconds for plain decoding of the same tokens at the same prefixes (`summarize_runs`).
     `share_prefill`: every policy starts from one prefill of each prompt (`core.decode.Prefill`): for checks that
     read tokens, τ and γ, not time (its runs' seconds leave the prompt out, and a busy machine is not warned of).
-    `priced_on` (a `CostModel` with its step model, e.g. the GPU checklist's, `reports.projection.gpu_cost_models`):
+    `priced_on` (a `CostModel` with its step model, e.g. the GPU checklist's, `projection.gpu_cost_models`):
     each policy's run also carries `priced_s`, its own decoding steps priced there (`stepmodel.predict_live`; the
     prompt's prefill, the same for every method, left out). `assistant`: the standalone draft LM of the same target
     HF assisted generation uses (`hf_assisted`; default: the pair's draft), e.g. a VDM beside an EDD pair."""

@@ -27,7 +27,7 @@ from spectree.core.machine import machine_id, smoke_timing
 from spectree.core.manifest import beside, matches, reuse_or_rebuild
 from spectree.core.policy import Policy
 from spectree.core.paths import atomic_write_text, cache_dir
-from spectree.models import loading as pairs  # loading.load_pair, looked up per call (tests stand a loader in for it)
+from spectree.models import loading  # loading.load_pair looked up per call (tests stand a loader in for it)
 from spectree.models.pairs import Pair, as_pair
 from spectree.speed.load import trusted
 from spectree.speed.stepmodel import ConstructionRatio, StepFit, plain_seconds, predict_steps
@@ -388,14 +388,14 @@ def sd_over_st(pair: str = "smollm2-edd") -> float:
     try:
         cost, _ = cached_cost_model(pair, measure=False)
     except SpectreeError:
-        target, drafter, _ = pairs.load_pair(pair)
+        target, drafter, _ = loading.load_pair(pair)
         cost = load_or_measure(pair, target, draft_model(drafter))
     return round(cost.ratio, 3)
 
 
 def _loader(pair: Pair, dtype, device, kernels: str = "stock") -> Callable[[], tuple]:
     def load_models():
-        return pairs.load_pair(pair, device=device, dtype=dtype or "float32", kernels=kernels)
+        return loading.load_pair(pair, device=device, dtype=dtype or "float32", kernels=kernels)
     return load_models
 
 

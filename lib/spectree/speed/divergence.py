@@ -9,7 +9,7 @@ The rule the GPU checklist's bf16 claim reads (`within_control`): a divergence o
 reference's top-2 gap there is at most twice the control's noise floor (two logits, each within the floor of where
 HF's other backend puts it); a divergence past that is a difference in our path.
 
-    python -m spectree.reports.bf16_control --shape llama-3.2-1b     # on this CPU, into figures/bf16_control/
+    python -m spectree.gpu.bf16_control --shape llama-3.2-1b     # on this CPU, into figures/bf16_control/
 """
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def noise_table(result: dict[str, Any]):
 
 def run(shape: str, dtype: str, device: str, n_prompts: int, prompt_tokens: int, n: int,
         prompts_file: str = "data/prompts/gpu_check.jsonl", log=print) -> dict[str, Any]:
-    """The characterisation of one random pair (`drafts.random_pairs`) in one dtype: tracked prompts, chat template
+    """The characterisation of one random pair (`models.random_pairs`) in one dtype: tracked prompts, chat template
     applied, cut to `prompt_tokens`."""
     from spectree.core.paths import home
     from spectree.models.random_pairs import random_pair

@@ -91,7 +91,7 @@ def lossless_claim(grid_runs: list[Run], grid: Sequence[str] = (), min_prompts: 
                    mismatches: Sequence[Mismatch] = ()) -> dict[str, Any]:
     """0 mismatches with HF generate on ≥ min_prompts prompts for every setting of the grid (greedy), a mismatch
     passing only at a near-tie of the target dtype's logit noise (`bench.find_mismatches`' `tie`, the rule of the
-    GPU checklist's claim, `reports.gpu_summary.lossless_claim`): a setting whose outputs differ with no such
+    GPU checklist's claim, `gpu.gpu_summary.lossless_claim`): a setting whose outputs differ with no such
     mismatch named fails. A setting of `grid` with no runs (`run_strategies` skipped it, e.g. its trees outgrew
     `Policy.max_nodes`) is named, and the claim cannot hold without it."""
     table = speed_table(grid_runs).set_index("strategy").drop(index=[HF, HF_PACKED], errors="ignore")

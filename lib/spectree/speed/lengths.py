@@ -92,7 +92,7 @@ def long_prompts(tokenizer: Any, lengths: Sequence[int] = LENGTHS, n: int = 4,
 
 def training_records(pair: str) -> frozenset[str]:
     """The ShareGPT record ids the pair's trained draft drew its text from (its card's `training_prompts`,
-    `drafts.provenance`), which the long prompts' bodies pass over; empty for a draft without a card or a card that
+    `training.provenance`), which the long prompts' bodies pass over; empty for a draft without a card or a card that
     records none (layer-skip, hf:, eagle: drafts trained on nothing of ours)."""
     import json
 

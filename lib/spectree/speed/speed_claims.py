@@ -169,7 +169,7 @@ def c2t_claim(table: pd.DataFrame, rows: pd.DataFrame, budget: int, policies: Ma
 
 def nearest_gpu_shape(costs: Mapping[tuple[str, str], Any], n_params: float, regime: str = "eager"
                       ) -> Optional[tuple[str, str]]:
-    """The (shape, regime) key of `costs` (`reports.projection.gpu_cost_models`: the GPU checklist's measured cost
+    """The (shape, regime) key of `costs` (`projection.gpu_cost_models`: the GPU checklist's measured cost
     models) whose target size, read off its name ('smollm2-135m', 'llama-3.1-8b'), is nearest `n_params` on a log
     scale; None when no shape of that regime names its size."""
     sizes = {}

@@ -169,7 +169,7 @@ def _non_draft(fit: StepFit, cost, tau, gamma, offered, drafted, L) -> np.ndarra
 
 def predict_steps(fit: StepFit, cost, widths: np.ndarray, tau, gamma, offered, L) -> np.ndarray:
     """Predicted seconds [steps] of steps described by their draft forwards' widths [steps, forwards] (0: none;
-    the catch-up included), τ, γ, offered children and prefix [steps] (replay, `reports.explorer.step_times`)."""
+    the catch-up included), τ, γ, offered children and prefix [steps] (replay, `pricing.step_times`)."""
     widths = np.asarray(widths, dtype=float)
     L = np.broadcast_to(np.asarray(L, dtype=float), (len(widths),))
     per = fit.term("draft", cost, n=widths.ravel(), L=np.repeat(L, widths.shape[1])).reshape(widths.shape)

@@ -197,7 +197,7 @@ def best_tree(table: pd.DataFrame) -> str:
 def head_reference(models, reference, policies: dict[str, Policy], prompts: list[Prompt], max_new_tokens: int,
                    **run) -> list[Run]:
     """One run (HF generate interleaved) of `policies` on the pair's own draft and again, labelled 'LABEL (HEAD)',
-    on `reference` = (drafter, head in words) from `pairs.reference_draft`: e.g. chain-2 and the best tree with the
+    on `reference` = (drafter, head in words) from `loading.reference_draft`: e.g. chain-2 and the best tree with the
     full head beside the reduced head the table times, so that the two heads are compared side by side."""
     draft, head = reference
     other = {f"{label} ({head})": policy for label, policy in policies.items()}

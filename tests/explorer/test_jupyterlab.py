@@ -85,14 +85,13 @@ def replay_numbers(params: dict, beta: float) -> dict:
     """τ and γ per target forward of C2T at this β on the logbook the notebook scores C2T on (C2T's own, at its
     c2t_envelope_beta: `explorer.explorer.c2t_logbook_of`, cached by the notebook's run), as the explorer formats
     them."""
-    from test_notebooks import parameter_defaults
-
     from spectree.replay.logbook import LogConfig, logbook_dir, logbook_tag, read_logbook
     from spectree.replay.replay import replay, summarize
     from spectree.explorer.explorer import c2t_logbook_of
+    from spectree.runs.runner import notebook_parameters
     from spectree.strategies.c2t import C2T
 
-    params = {**parameter_defaults(ROOT / "notebooks" / "10_explorer.ipynb"), **params}
+    params = {**notebook_parameters(ROOT / "notebooks" / "10_explorer.ipynb"), **params}
     cfg = LogConfig(pair=params["pair"], max_new_tokens=params["max_new_tokens"],
                     **{k: params[k] for k in ("K", "d_max", "beam", "b_env", "d_env")})
     logbook = read_logbook(logbook_dir(cfg, logbook_tag(params["prompts"])))

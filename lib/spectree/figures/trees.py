@@ -13,7 +13,8 @@ from matplotlib.axes import Axes
 from spectree.core.tree import DraftTree, Nodes
 from spectree.core.groups import rank_in_group
 from spectree.replay.forest import Forest
-from spectree.retrieval.graft import Grafter, graft_columns
+from spectree.replay.replay import logged_grafter
+from spectree.retrieval.graft import graft_columns
 from spectree.retrieval.proposers import Retrieval
 
 ACCEPT_COLOR = "#2e7d32"
@@ -199,10 +200,11 @@ def graft_drawn(forest: Forest, tree_id: int, kept: np.ndarray, rows: np.ndarray
     """Graft the proposers' branches into the drawn `tree` (logged `rows`) as hybrid replay grafts them into the
     tree's kept nodes (`replay.HybridSteps`: pruned nodes are not followed); returns the added nodes' on-path flags."""
     lp, pos, cols = forest.logbook[int(forest.tree_prompt[tree_id])], int(forest.tree_position[tree_id]), forest.cols
-    grafter = Grafter(retrieval, lp.prompt_ids)
+    grafter, max_new = logged_grafter(lp, retrieval)  # branches cut as replay and live decoding cut them
     grafter.extend(lp.continuation[:pos])
     tokens = np.where(kept[rows], cols["tokens"][rows], -1)  # a branch never follows a pruned node
-    new = graft_columns(tree.parents.numpy(), tokens, cols["depth"][rows], cols["joint"][rows], grafter.proposals())
+    new = graft_columns(tree.parents.numpy(), tokens, cols["depth"][rows], cols["joint"][rows],
+                        grafter.proposals(max_new - pos - 1))
     path, cont = (forest.on_path[rows] & kept[rows]).tolist(), lp.continuation[pos:]
     for p, t, d in zip(new["parents"].tolist(), new["tokens"].tolist(), new["depth"].tolist()):
         path.append(path[p] and d <= len(cont) and t == cont[d - 1])

@@ -74,6 +74,16 @@ def visited_steps(forest: Forest, growth: Growth, retrieval: Sequence[Retrieval]
     return pd.DataFrame(rows, columns=STEP_COLUMNS + ["tree"])
 
 
+def logged_grafter(lp: LoggedPrompt, retrieval: Sequence[Retrieval]) -> tuple[Grafter, int]:
+    """A `Grafter` over a logged prompt that cuts branches as live decoding did (`core.decode`), and the generation's
+    max_new_tokens (the continuation runs d_max past it): a step at position `pos` grafts `proposals(max_new - pos -
+    1)`; the stop token is the EOS that ended the generation, where one did (a logbook keeps no EOS ids: an EOS in a
+    branch of a generation cut by length is kept, which only its step's γ sees)."""
+    max_new = len(lp.continuation) - lp.d_max
+    stop = (lp.continuation[lp.n_valid - 1],) if lp.n_valid < max_new else ()
+    return Grafter(retrieval, lp.prompt_ids, stop), max_new
+
+
 class HybridSteps:
     """Replay of a hybrid's steps: each visited tree's kept rows with the proposers' branches grafted
     (`retrieval.graft_columns`, as live), from a `Grafter` over the prompt and the continuation so far."""
@@ -84,12 +94,8 @@ class HybridSteps:
         self.bounds = np.searchsorted(forest.tree[self.rows], np.arange(forest.n_trees + 1))
 
     def start(self, lp: LoggedPrompt) -> None:
-        """Branches are cut as live (`core.decode`): to the tokens left of max_new_tokens (the continuation runs
-        d_max past it) and after the EOS that ended the generation, where one did (a logbook keeps no EOS ids: an
-        EOS in a branch of a generation cut by length is kept, which only its step's γ sees)."""
-        self.max_new = len(lp.continuation) - lp.d_max
-        stop = (lp.continuation[lp.n_valid - 1],) if lp.n_valid < self.max_new else ()
-        self.grafter, self.at = Grafter(self.retrieval, lp.prompt_ids, stop), 0
+        self.grafter, self.max_new = logged_grafter(lp, self.retrieval)
+        self.at = 0
 
     def step(self, lp: LoggedPrompt, t: int, pos: int) -> tuple[int, int, int]:
         """(accepted, size, depth) of the hybrid tree at position `pos` (forest tree `t`)."""
@@ -122,5 +128,5 @@ def summarize(steps: pd.DataFrame) -> dict:
             "tau": float(steps.tau.mean()), "gamma": float(steps.gamma.mean())}
 
 
-__all__ = ["STEP_COLUMNS", "check_replayable", "as_forest", "grow_forest", "visited_steps", "HybridSteps", "replay",
+__all__ = ["STEP_COLUMNS", "check_replayable", "as_forest", "grow_forest", "visited_steps", "logged_grafter", "HybridSteps", "replay",
            "summarize"]

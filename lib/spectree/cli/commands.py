@@ -60,8 +60,8 @@ def cmd_bench(args) -> int:
     from spectree.speed.bench import format_table, run_strategies, summarize_runs
     from spectree.speed.costmodel import pair_cost_model
     from spectree.speed.references import HF_LOOKUP_PACKED
-    from spectree.speed.speed_claims import PLAIN, lookup_claim
-    from spectree.speed.tables import prompt_rows, speed_table
+    from spectree.speed.speed_claims import lookup_claim
+    from spectree.speed.tables import prompt_rows, speculative, speed_table
     from spectree.speed.stepmodel import residual_lines
 
     policies = _policies(args.strategies)
@@ -86,7 +86,7 @@ def cmd_bench(args) -> int:
         print("\n".join(f"  {line}" for line in residual_lines(cost.step)))
     for name, why in skipped.items():
         print(f"skipped {name}: {why}")
-    if sampling.greedy and (table.strategy == HF_LOOKUP_PACKED).any() and set(policies) - {*PLAIN, *skipped}:
+    if sampling.greedy and (table.strategy == HF_LOOKUP_PACKED).any() and len(speculative(speed_table(runs))):
         print(claims_text([lookup_claim(prompt_rows(runs), speed_table(runs))]))
     _write_json(args.json, {"config": vars(args), "rows": table.to_dict(orient="records"), "skipped": skipped,
                             "step_model": asdict(cost.step) if cost.step is not None else None})

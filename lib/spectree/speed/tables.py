@@ -184,11 +184,17 @@ def speed_table(runs: list[Run]) -> pd.DataFrame:
 _KEPT = ("method", "strategy", "tokens_per_s", "speedup", "tau", "gamma", "exact")  # read by row in every table
 
 
-def best_tree(table: pd.DataFrame) -> str:
-    """The label of the fastest model tree in a speed table (the highest `speedup`; our AR loop, the reference
-    rows and synthetic rows excluded)."""
+def speculative(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a speed table (indexed by method) that speculate: our loop's rows that verified draft or
+    retrieval tokens (γ > 0). The reference rows and plain decoding through our loop (γ = 0, whatever its label:
+    `bench`'s `ar`, the notebooks' AR_LABEL) are left out."""
     t = table.set_index("method")
-    trees = t.drop(index=[*REFERENCES.values(), AR_LABEL], errors="ignore").speedup.dropna()
+    return t[~t.index.isin(list(REFERENCES.values())) & (t.gamma > 0)]
+
+
+def best_tree(table: pd.DataFrame) -> str:
+    """The label of the fastest model tree in a speed table (the highest `speedup` of the `speculative` rows)."""
+    trees = speculative(table).speedup.dropna()
     if trees.empty:
         raise SpectreeError("no timed model-tree row in this table")
     return str(trees.idxmax())

@@ -7,6 +7,7 @@ from spectree.core.decode import speculative_generate
 from spectree.core.kernels import (
     NEVER,
     PackedLinear,
+    best_threshold,
     crossover,
     crossovers,
     is_packed,
@@ -116,3 +117,11 @@ def test_greedy_decoding_on_auto_kernels_matches_stock_generate(spec, tmp_path, 
     assert kernels_in_use(target) == "auto"
     out = speculative_generate(target, EDDDrafter(draft, hidden_layer=2), ids, parse_strategy(spec), 24)
     assert out.tokens == ref
+
+
+def test_the_crossover_is_the_threshold_that_gains_most_over_the_grid_not_one_noisy_row():
+    rows = [1, 2, 4, 8, 16]
+    assert best_threshold(rows, [-0.2, 0.4, -0.05, 0.3, 0.3]) == 2  # one loss at 4 rows does not push it to 8
+    assert best_threshold(rows, [0.1, 0.4, 0.2, 0.3, 0.3]) == 1
+    assert best_threshold(rows, [-0.2, -0.4, -0.1, 0.0, 0.05]) == 16
+    assert best_threshold(rows, [-0.2, -0.4, -0.1, -0.1, -0.05]) == NEVER

@@ -21,6 +21,14 @@ product for 1–2 rows of the small layers (~25 µs of oneDNN overhead a call), 
 kernels for each weight shape of a model on this machine (cached per machine), and the kernels named "auto" use
 those crossovers; "packed" packs every product; "stock" is HF's.
 
+The crossover is timed on cold weights, as a forward meets them: each kernel runs over copies of the weight that
+together pass the last-level cache (`COLD_BYTES`), since a forward streams every layer's weight from memory once.
+One weight timed over and over stays in cache and misleads: on this 2-core host (32 MiB L3), a 576 × 576 product
+over 2 rows took 76 µs with `F.linear` and 95 µs packed when hot, but 192 and 99 µs cold. Hot timings put the
+layers' crossovers at 48–64 rows, and the target's forward after 256 tokens took 48 ms over 1 token, 70 over 2 and 83
+over 8; on cold crossovers (1–4 rows) 43, 46–50 and 59–63 ms, as with every product packed. A single row count can
+time wrong by chance, so the threshold is the one that gains most over the whole grid (`best_threshold`).
+
 `pack_linears` switches a model in place (`nn.Linear` → `PackedLinear`, same parameters and state dict,
 attention → `gqa_sdpa_attention`); `stock_kernels` runs a block on HF's stock kernels, e.g. the HF `generate`
 reference in `bench`. On CUDA, without oneDNN, or while autograd records, `PackedLinear` is a plain `nn.Linear`.
@@ -28,10 +36,12 @@ reference in `bench`. On CUDA, without oneDNN, or while autograd records, `Packe
 from __future__ import annotations
 
 import json
+import math
 import sys
 from contextlib import contextmanager
 from typing import Optional
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.utils.benchmark import Timer
@@ -43,6 +53,7 @@ from spectree.core.errors import SpectreeError
 from spectree.core.machine import machine_id, smoke_timing
 from spectree.core.paths import atomic_write_text, cache_dir
 
+COLD_BYTES = 64 << 20  # the weights one crossover timing streams through: past a last-level cache (32 MiB here)
 BATCH_HINT = 16  # the row count the weights are laid out for: 8–17 are equally good here, 1 is not (measured)
 GQA_SDPA = "spectree_gqa_sdpa"  # the attention implementation name models run under after `pack_linears`
 STOCK_SDPA = "sdpa"
@@ -146,34 +157,42 @@ def _seconds(stmt: str, **env) -> float:
 
 
 def crossover(out_features: int, in_features: int, rows=ROWS) -> int:
-    """The fewest rows from which the packed product of an [out_features, in_features] weight is faster than
-    `F.linear` on this machine, at that row count and every larger one in `rows` (timed now, a second or so);
-    `NEVER` if it is not faster at the largest."""
+    """The row count of `rows` from which the packed product of an [out_features, in_features] weight is taken:
+    the threshold that gains most over `F.linear` on this machine, each row count of the grid weighing alike
+    (the largest Σ over r ≥ threshold of log(stock / packed seconds), timed now, a few seconds), so that one noisy
+    row count does not move it; `NEVER` where no threshold gains. Each kernel is timed per product over
+    `COLD_BYTES` of copies of the weight, so that every product reads its weight from memory, as in a forward."""
     gen = torch.Generator().manual_seed(0)
-    weight = torch.randn(out_features, in_features, generator=gen)
-    packed = torch.ops.mkldnn._reorder_linear_weight(weight, BATCH_HINT)
-    wins = []
+    copies = max(1, math.ceil(COLD_BYTES / (4 * out_features * in_features)))
+    weights = [torch.randn(out_features, in_features, generator=gen) for _ in range(copies)]
+    packed = [torch.ops.mkldnn._reorder_linear_weight(w, BATCH_HINT) for w in weights]
+    gains = []
     for r in rows:
         x = torch.randn(1, r, in_features, generator=gen)
-        stock = _seconds("F.linear(x, w)", x=x, w=weight)
-        ours = _seconds("torch.ops.mkldnn._linear_pointwise(x, p, None, 'none', [], '')", x=x, p=packed)
-        wins.append(ours < stock)
-    least = NEVER
-    for r, win in reversed(list(zip(rows, wins))):
-        if not win:
-            break
-        least = r
-    return least
+        stock = _seconds("for w in ws: F.linear(x, w)", x=x, ws=weights)
+        ours = _seconds("for p in ps: torch.ops.mkldnn._linear_pointwise(x, p, None, 'none', [], '')", x=x, ps=packed)
+        gains.append(math.log(stock / ours))
+    return best_threshold(list(rows), gains)
+
+
+def best_threshold(rows: list[int], gains: list[float]) -> int:
+    """The row count r of `rows` that maximises the summed `gains` (log speedups of packing) over rows ≥ r;
+    `NEVER` when no such sum is positive."""
+    tails = np.cumsum(gains[::-1])[::-1]  # tails[i]: Σ gains[i:]
+    best = int(np.argmax(tails))
+    return rows[best] if tails[best] > 0 else NEVER
 
 
 def crossovers(*models: torch.nn.Module, rows=ROWS) -> dict[tuple[int, int], int]:
     """`crossover` of every `nn.Linear` shape of the models, from this machine's cache
-    (kernels/crossover-<machine>.json, valid for one torch version and row grid; "-smoke" in smoke mode) where it
-    has them, timed and added to it where not."""
+    (kernels/crossover-<machine>.json, valid for one torch version, row grid and `COLD_BYTES`; "-smoke" in smoke
+    mode) where it has them, timed and added to it where not."""
     path = cache_dir() / "kernels" / f"crossover-{machine_id()}{'-smoke' if smoke_timing() else ''}.json"
     saved = json.loads(path.read_text()) if path.exists() else {}
-    if (saved.get("torch"), saved.get("rows")) != (torch.__version__, list(rows)):  # timed under other terms
-        saved = {"torch": torch.__version__, "rows": list(rows), "min_rows": {}}
+    terms = {"torch": torch.__version__, "rows": list(rows), "weights": f"cold ({COLD_BYTES >> 20} MiB)",
+             "rule": "best threshold"}
+    if any(saved.get(k) != v for k, v in terms.items()):  # timed under other terms (before: hot, every larger row)
+        saved = {**terms, "min_rows": {}}
     shapes = sorted({(m.out_features, m.in_features) for model in models for m in model.modules()
                      if isinstance(m, torch.nn.Linear)})
     missing = [s for s in shapes if f"{s[0]}x{s[1]}" not in saved["min_rows"]]

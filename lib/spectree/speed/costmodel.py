@@ -181,7 +181,7 @@ def measure(target, draft_model, sizes=SIZES, prefix: int = PREFIX, repeats: int
                      draft_s=time_forwards(draft_model, sizes, prefix, repeats))
 
 
-TIMED_PATH = 2  # bump when the timed forward path changes (2: slab cache, copy-free grouped attention)
+TIMED_PATH = 3  # bump when the timed forward path changes (2: slab cache, copy-free grouped attention; 3: "auto" crossovers timed on cold weights)
 
 
 def _placed(dtype=None, device=None) -> dict:

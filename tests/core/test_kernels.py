@@ -123,5 +123,5 @@ def test_the_crossover_is_the_threshold_that_gains_most_over_the_grid_not_one_no
     rows = [1, 2, 4, 8, 16]
     assert best_threshold(rows, [-0.2, 0.4, -0.05, 0.3, 0.3]) == 2  # one loss at 4 rows does not push it to 8
     assert best_threshold(rows, [0.1, 0.4, 0.2, 0.3, 0.3]) == 1
-    assert best_threshold(rows, [-0.2, -0.4, -0.1, 0.0, 0.05]) == 16
+    assert best_threshold(rows, [-0.2, -0.4, -0.1, -0.01, 0.05]) == 16
     assert best_threshold(rows, [-0.2, -0.4, -0.1, -0.1, -0.05]) == NEVER

@@ -200,6 +200,8 @@ def test_the_held_out_claim_reads_projected_tokens_per_second_with_our_bar_as_th
     assert won["paper"] == "—" and "1.1" in won["goal"]  # no paper states a bar for an engine's default
     lost = tune.held_out_claim(rows.assign(seconds=5.0), "sglang:steps=2", "sglang:", "sglang", "λ 0, this CPU")
     assert lost["verdict"] == "does not hold"
+    same = tune.held_out_claim(rows.assign(seconds=5.0), "sglang:", "sglang:", "sglang", "λ 0, this CPU")
+    assert same["verdict"] == "does not hold" and "no setting above the default (sglang:)" in same["ours"]
     assert won["kind"] == lost["kind"] == "bar"  # an engine's tuning is our goal, tallied apart from the papers'
     assert won["details"]["prompts"] == prompts  # the held-out prompts it was judged on
     few = tune.held_out_claim(rows[rows.prompt.isin(prompts[:6])], "sglang:steps=2", "sglang:", "sglang", "λ 0")

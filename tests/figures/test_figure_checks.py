@@ -275,5 +275,12 @@ def test_entropy_rank_panel_c_is_acceptance_minus_probability():
     assert np.allclose((gap.accept - gap.mean_p).dropna(), (-gap["diff"]).dropna())
     fig = figures.entropy.plot_entropy_rank(cells, 4000, 5)
     titles = [ax.get_title() for ax in fig.axes]
+    panel = next(ax for ax in fig.axes if ax.get_title().startswith("(c)"))
+    mesh = panel.collections[0]
+    values, colours = np.ma.filled(mesh.get_array(), np.nan).ravel(), mesh.get_facecolors()
     plt.close(fig)
     assert any(t.startswith("(c) acceptance − probability") for t in titles)
+    # the paper's colours (C2T Fig. 2c caption): red where the probability is higher than the acceptance rate
+    low, high = np.nanargmin(values), np.nanargmax(values)
+    assert values[low] < 0 < values[high]
+    assert colours[low][0] > colours[low][2] and colours[high][2] > colours[high][0]

@@ -37,13 +37,14 @@ def with_gap(cells: pd.DataFrame) -> pd.DataFrame:
 
 def plot_entropy_rank(cells: pd.DataFrame, n_tokens: int, min_count: int, note: str = "") -> Figure:
     """C2T Fig. 2 a/b/c plus the token count per cell: entropy bin (rows) × rank (columns); (c) in the paper's sign,
-    acceptance − probability (positive: the draft under-estimates the token)."""
+    acceptance − probability (positive: the draft under-estimates the token), coloured as the paper's caption
+    says (s0 l.67: "red indicating probabilities higher than accept rates and blue indicating the opposite")."""
     cells = with_gap(cells)
     fig, axes = plt.subplots(2, 2, figsize=(17, 8.5), constrained_layout=True)
     panels = [("mean_p", "(a) mean draft probability (log colour)", "viridis", "log"),
               ("accept", "(b) acceptance rate (log colour)", "viridis", "log"),
-              ("gap", "(c) acceptance − probability (red: accepted more often than its probability)", "RdBu_r",
-               "diverging"),
+              ("gap", "(c) acceptance − probability (the paper's colours: red where the probability is higher, "
+                      "blue where the acceptance rate is)", "RdBu", "diverging"),
               ("count", f"tokens per cell (grey elsewhere: fewer than {min_count})", "Greys", "count")]
     for ax, (column, title, cmap, kind) in zip(axes.flat, panels):
         data = analysis.cell_matrix(cells, column, masked=kind != "count").astype(float)
@@ -66,12 +67,14 @@ def plot_entropy_rank(cells: pd.DataFrame, n_tokens: int, min_count: int, note: 
 
 def plotly_entropy_rank(cells: pd.DataFrame, n_tokens: int, note: str = "") -> go.Figure:
     cells = with_gap(cells)
-    titles = ["mean draft probability", "acceptance rate", "acceptance − probability", "tokens per cell"]
+    titles = ["mean draft probability", "acceptance rate", "acceptance − probability (red: probability higher)",
+              "tokens per cell"]
     fig = make_subplots(rows=2, cols=2, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.12)
     hover = analysis.cell_matrix(cells, "count", masked=False)
     for k, column in enumerate(["mean_p", "accept", "gap", "count"]):
         data = analysis.cell_matrix(cells, column, masked=column != "count")
-        scale = {"gap": dict(colorscale="RdBu_r", zmid=0.0), "count": dict(colorscale="Greys")}.get(
+        # plotly's RdBu, as matplotlib's: red at the low end (probability above acceptance), as the paper's Fig. 2c
+        scale = {"gap": dict(colorscale="RdBu", zmid=0.0), "count": dict(colorscale="Greys")}.get(
             column, dict(colorscale="Viridis"))
         fig.add_trace(go.Heatmap(z=data.to_numpy(), x=list(data.columns), y=list(data.index), customdata=hover,
                                  hovertemplate="entropy %{y}, rank %{x}: %{z:.4f} (%{customdata} tokens)"

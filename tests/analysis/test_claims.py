@@ -131,6 +131,16 @@ def test_cluster_rule_reads_the_interval_over_prompts():
     assert R.cluster_interval(lambda w: np.where(w[:, 0] < 4, 1.0, np.nan), g) == (1.0, 1.0, 1.0)  # NaN in ~1%
 
 
+def test_all_of_reports_the_estimate_of_the_part_that_decides_it():
+    """Tree construction's share ≤ 5% for every policy: the verdict's estimate is the worst policy's, not the first's."""
+    def share(est, verdict):
+        return C.Evidence(verdict, "share ≤ 0.05", 8, est, est - 0.01, est + 0.01, bar=0.05, above=False)
+    worst = C.all_of([share(0.002, "holds"), share(0.07, "does not hold"), share(0.20, "does not hold")])
+    assert worst.verdict == "does not hold" and np.allclose((worst.estimate, worst.low, worst.high), (0.20, 0.19, 0.21))
+    open_ = C.all_of([share(0.002, "holds"), share(0.045, "inconclusive")])
+    assert open_.verdict == "inconclusive" and open_.estimate == 0.045
+
+
 def test_all_of_claim_summary_and_display():
     yes, no, maybe = (C.Evidence(v, "r", n) for v, n in zip(VERDICTS, (10, 9, 3)))
     untested = C.not_testable("the paper leaves its threshold unsaid")
@@ -301,7 +311,8 @@ def test_budget_and_edd_claims():
                         _row("edd_table2", "eagle2", 2.5, 10.0, seed=1, N=10),
                         _row("edd_table2", "eagle2", 3.0, 40.0, N=50),
                         _row("edd_table2", "vct", 2.5, 30.0), _row("edd_table2", "cape", 2.6, 20.0)])
-    assert verdicts(S.edd_claims(edd)) == ["does not hold", "holds", "holds"]  # α: τ / 4 < τ / 3; γ 50% at PCT τ
+    # α: τ / 4 < τ / 3 at PCT's τ, and at EAGLE-2 10/6/50's own τ (the last, off the paper's point); γ 50% at PCT τ
+    assert verdicts(S.edd_claims(edd)) == ["does not hold", "holds", "holds", "does not hold"]
     # chain mode, C2T against EAGLE-2 and α at matched γ or τ: test_matched_claims
 
 
@@ -585,3 +596,13 @@ def test_timing_claims_need_eight_paired_rounds_and_shrug_off_one_slow_round():
     stalled = sparsity_claims.block_claims(random, logged, _times({"original": (2.0, 2.2), "dfs": (1.0, 1.1)},
                                                            {"original": (9.0, 9.2), "dfs": dense_dfs}, 12))
     assert stalled[5]["verdict"] == "holds" and stalled[5]["n"] == 12
+
+
+def test_the_more_units_factor_is_named_in_its_own_units():
+    """A projection over training seeds reads "more training seeds", not "more prompts"."""
+    from spectree.claims.diagnosis import PROMPTS, diagnose
+
+    ev = C.Evidence("inconclusive", "r", 8, 0.02, -0.01, 0.05, bar=0.0)
+    seeds, prompts = C.prompts_reading(ev, "training seeds"), C.prompts_reading(ev)
+    assert "more training seeds: too few training seeds" in diagnose({PROMPTS: seeds})
+    assert "more prompts: too few prompts" in diagnose({PROMPTS: prompts})

@@ -143,18 +143,19 @@ def _edd_table(pct_tau, pct_depth, e2_curve, pct_gamma=12.0, machine=None):
     return pd.DataFrame(rows)
 
 
-def test_pct_alpha_is_compared_with_eagle2_as_edd_ran_it_and_along_its_n_curve_beside():
-    # PCT τ 3.0 over depth 5 (α 0.6) beats EAGLE-2 10/6/50's α 0.4 (τ 2.4, depth 6): the tallied reading, EDD Table
-    # 2's own setting; at τ 3.0 EAGLE-2's N curve has α 0.63: a second reading, which does not flip the verdict
-    deep = S.edd_claims(_edd_table(3.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 3.2, 4.5)]))[0]
-    assert deep["verdict"] == "holds" and deep["estimate"] == pytest.approx(0.6 - 0.4, abs=0.02)
-    assert "EAGLE-2 10/6/50 α 0.400 at τ 2.400 (mean depth reached 6.00 of its 6)" in deep["ours"]
-    failing = S.edd_claims(_edd_table(2.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 4.0), (80, 3.2, 4.5)]))[0]
-    assert failing["verdict"] == "does not hold"  # α 0.4 vs 0.6
-    curve = failing["readings"][KNOBS + " (EAGLE-2's N curve)"]
-    assert curve["text"].startswith("α(PCT) − α(EAGLE-2 at PCT's τ") and curve["tried"]
-    no_n50 = _edd_table(2.2, 3.0, [(20, 2.0, 6.0), (80, 3.2, 6.0)])  # EDD's EAGLE-2 size not scored
-    assert verdicts(S.edd_claims(no_n50))[0] == "inconclusive"
+def test_pct_alpha_is_compared_with_eagle2_at_equal_tau_and_as_edd_ran_it_beside():
+    # PCT τ 3.0 over depth 5 (α 0.6) beats EAGLE-2 10/6/50's α 0.4 (τ 2.4, depth 6), but at τ 3.0 EAGLE-2's N curve
+    # has α 0.63: Table 2 compares at equal τ (EDD l.688–689), so the curve's reading is the verdict and 10/6/50 at
+    # its own τ a second reading (the last claim, off the paper's point), which does not flip it
+    deep = S.edd_claims(_edd_table(3.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 3.2, 4.5)]))
+    assert deep[0]["verdict"] == "does not hold" and deep[0]["estimate"] == pytest.approx(0.6 - 0.63, abs=0.02)
+    assert deep[3]["verdict"] == "holds" and deep[3]["estimate"] == pytest.approx(0.6 - 0.4, abs=0.02)
+    assert deep[3]["off_point"] == S.EDD_UNMATCHED and deep[3]["key"] == deep[0]["key"]
+    assert "EAGLE-2 10/6/50 α 0.400 at τ 2.400 (mean depth reached 6.00 of its 6)" in deep[0]["ours"]
+    curve = deep[0]["readings"][KNOBS + " (EAGLE-2 as EDD ran it)"]
+    assert curve["text"].startswith("α(PCT) − α(EAGLE-2 10/6/50) at EAGLE-2's own τ") and curve["tried"]
+    no_n50 = S.edd_claims(_edd_table(2.2, 3.0, [(20, 2.0, 6.0), (80, 3.2, 6.0)]))  # EDD's EAGLE-2 size not scored
+    assert verdicts(no_n50)[0] == "holds" and verdicts(no_n50)[3] == "inconclusive"  # α 0.73 vs 0.37 at τ 2.2
 
 
 def test_half_the_nodes_is_read_against_eagle2_s_curve_at_pct_s_tau_not_at_n_50():
@@ -209,8 +210,7 @@ def test_dyspec_is_read_at_budget_64_uncapped_against_each_static_tree_as_its_ta
     capped = S.budget_claims(_budgets(2.4, capped=1.9, more=[_row("budgets", "dyspec", 1.9, 7.8, seed=5, m=8, K=8),
                                                              _row("budgets", "sequences", 2.1, 7.9, seed=6, k=4, d=2)]))
     assert verdicts(capped) == ["holds", "holds"]
-    knobs = capped[0]["readings"]
-    assert knobs == {}  # a claim that holds carries no diagnosis; its second readings stay in its details
+    assert not capped[0]["diagnosis"]  # a claim that holds is not diagnosed; its second readings stay beside it
     assert "capped at K = 8: does not hold" in capped[0]["details"]["knobs"]
     assert capped[0]["off_point"] == S.GREEDY_DRAFT and capped[0]["key"] == "dyspec-tables12-specinfer"  # draft at T = 1
     fails = S.budget_claims(_budgets(1.9, capped=2.4, more=[_row("budgets", "dyspec", 2.5, 7.8, seed=5, m=8, K=8),
@@ -229,7 +229,7 @@ def test_dyspec_claims_name_a_budget_they_could_not_replay_and_read_the_largest_
     missing = {**_row("budgets", "dyspec", 0, 0, m=64, K=64), "replayable": False, "spec": "dyspec:m=64,K=64"}
     claims = S.budget_claims(pd.concat([table, pd.DataFrame([missing])], ignore_index=True))
     assert claims[0]["details"]["budget"] == 32 and "dyspec:m=64,K=64 not replayable" in claims[0]["ours"]
-    assert claims[0]["verdict"] == "holds" and claims[0]["readings"] == {}
+    assert claims[0]["verdict"] == "holds" and not claims[0]["diagnosis"]
     alone = S.budget_claims(pd.DataFrame([missing]))
     assert verdicts(alone) == ["inconclusive"] * 2 and "not replayable" in alone[1]["ours"]
 

@@ -77,7 +77,7 @@ def test_standard_claims_on_a_sweep(logbook):
     specs = sweeps.standard_sweeps(K=4, d_max=4, depth=3, Ns=(3, 6), budgets=(4, 6), widths=(1, 2))
     table = sweeps.sweep(logbook, specs)
     claims = S.collect_claims(table)
-    assert len(claims) == 11 and {c["verdict"] for c in claims} == {"inconclusive"}  # 4 prompts: too few to tell
+    assert len(claims) == 12 and {c["verdict"] for c in claims} == {"inconclusive"}  # 4 prompts: too few to tell
     assert [c["n"] for c in claims[:3]] == [0, 0, 0]  # no classifier: no C2T rows, so nothing to compare
     assert {c["n"] for c in claims[3:]} <= {0, len(PROMPTS)} and claims[3]["n"] == len(PROMPTS)  # DyJoint, DyMax
     assert all(c["key"] for c in claims)  # every claim names its scorecard key

@@ -107,7 +107,7 @@ def test_leaf_claim_reads_only_tau_and_time_gain_is_never_a_verdict():
                      _row(LEAVES + MACHINE, 3.3, gamma=9.0, ratio=0.2))
     read = ablation_claims(machine)[0]
     assert read["verdict"] == "holds" and "0.037" in read["ours"]
-    assert read["key"] == "edd-table3-leaf" and not read["readings"]  # a claim that holds is not diagnosed
+    assert read["key"] == "edd-table3-leaf" and not read["diagnosis"]  # a claim that holds is not diagnosed
     failing = ablation_claims(_table(_row(SHIPPED, 3.0), _row(LEAVES, 3.3, gamma=9.0), _row(SHIPPED + MACHINE, 3.0,
                               ratio=0.2), _row(LEAVES + MACHINE, 3.01, gamma=9.0, ratio=0.2)))[0]
     assert failing["verdict"] == "does not hold"

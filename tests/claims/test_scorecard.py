@@ -10,7 +10,8 @@ import pytest
 
 from spectree.claims import claims as C
 from spectree.claims.diagnosis import GPU, KNOBS, PROMPTS, QUALITY, as_reading, reading
-from spectree.claims.scorecard import BY_KEY, PAPER_CLAIMS, repeat_count, score, scorecard, tally
+from spectree.claims.scorecard import (BY_KEY, PAPER_CLAIMS, repeat_count, score, scorecard, tally,
+                                       unread_count)
 from spectree.claims.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, VERDICTS
 from spectree.reports import scorecard_text
 
@@ -59,7 +60,8 @@ def test_only_readings_at_the_papers_point_are_tallied_and_cells_combine_as_the_
 def test_two_readings_of_one_setting_that_disagree_make_the_claim_inconclusive_and_say_which():
     claim = BY_KEY["dyspec-tables12-specinfer"]
     row = score(claim, [reading_of(claim.key, HOLDS, "T = 0", notebook="02"),
-                        reading_of(claim.key, FAILS, "T = 0", notebook="03")])
+                        reading_of(claim.key, FAILS, "T = 0", notebook="03"),
+                        reading_of(claim.key, HOLDS, "T = 0.6", notebook="03")])
     assert row["verdict"] == INCONCLUSIVE
     assert row["diagnosis"] == "readings disagree at T = 0: holds (02, T = 0); does not hold (03, T = 0)"
 
@@ -76,6 +78,77 @@ def test_not_testable_everywhere_is_not_testable():
     claim = BY_KEY["edd-table3-encoding"]
     row = score(claim, [reading_of(claim.key, NOT_TESTABLE), reading_of(claim.key, NOT_TESTABLE, "self data")])
     assert row["verdict"] == NOT_TESTABLE
+
+
+def test_a_claim_over_several_cells_does_not_hold_on_the_cells_read_alone():
+    """DySpec Tables 1–2 span T = 0 and 0.6: read at the paper's point at 0.6 only (the T = 0 readings use a greedy
+    draft), the row cannot hold — a missing cell is unknown, not a pass — but one cell that does not hold decides."""
+    claim = BY_KEY["dyspec-tables12-specinfer"]
+    assert claim.cells == ("T = 0", "T = 0.6")
+    greedy = "draft read at T = 1, greedy; m = 32"
+    half = score(claim, [reading_of(claim.key, HOLDS, "T = 0.6", notebook="03"),
+                         reading_of(claim.key, HOLDS, "T = 0", off_point=greedy)])
+    assert half["verdict"] == INCONCLUSIVE and half["n"] == 16 and half["repeat"] == ""
+    assert half["cells"] == {"T = 0.6": HOLDS} and half["unread_cells"] == ["T = 0"] and half["read"]
+    assert half["diagnosis"].startswith("not read at the paper's operating point at T = 0 (read there only at "
+                                        "draft read at T = 1, greedy; m = 32); at T = 0.6: holds")
+    assert tally([half])[HOLDS] == 0 and unread_count([half]) == 0
+    fails = score(claim, [reading_of(claim.key, FAILS, "T = 0.6", notebook="03")])
+    assert fails["verdict"] == FAILS and fails["unread_cells"] == ["T = 0"]
+    assert fails["diagnosis"].startswith("not read at the paper's operating point at T = 0 (no reading of it")
+    both = score(claim, [reading_of(claim.key, HOLDS, "T = 0"), reading_of(claim.key, HOLDS, "T = 0.6")])
+    assert both["verdict"] == HOLDS and both["unread_cells"] == [] and both["diagnosis"] == ""
+
+
+def test_the_bar_of_ours_travels_with_the_row_and_is_printed_in_it():
+    calibrated = BY_KEY["edd-fig3b-calibrated"]
+    row = score(calibrated, [reading_of(calibrated.key, INCONCLUSIVE, goal="ECE ≤ 0.05 (our bar)",
+                                        ours="ECE 0.033"),
+                             reading_of(calibrated.key, HOLDS, off_point="chains of 4", goal="ECE ≤ 0.1")])
+    assert row["goal"] == "ECE ≤ 0.05 (our bar)"  # the bar of the readings the row rests on, not an off-point one
+    line = next(x for x in scorecard_text.render_scorecard([row]) if x.startswith("| the draft's confidence"))
+    assert "| ECE 0.033 · bar of ours: ECE ≤ 0.05 (our bar) | **inconclusive (n = 16)** |" in line
+    # with no reading at the paper's point the off-point readings' bar is shown, each once (a goal another extends
+    # is left out)
+    sequoia = BY_KEY["dyspec-tables12-sequoia"]
+    unread = score(sequoia, [reading_of(sequoia.key, FAILS, "T = 0", off_point="greedy", goal="τ ≥ 98% of Sequoia's"),
+                             reading_of(sequoia.key, HOLDS, "T = 0.6", off_point="hand-set p",
+                                        goal="τ ≥ 98% of Sequoia's (98.3%)")])
+    assert unread["goal"] == "τ ≥ 98% of Sequoia's (98.3%)"
+    assert "| — · bar of ours: τ ≥ 98% of Sequoia's (98.3%) | **inconclusive (n = 0)** |" in "\n".join(
+        scorecard_text.render_scorecard([unread]))
+    plain = score(BY_KEY["gunjur-fig2"], [reading_of("gunjur-fig2", FAILS, ours="1.2×")])
+    assert plain["goal"] == "" and "| 1.2× | **does not hold (n = 16)** |" in "\n".join(
+        scorecard_text.render_scorecard([plain]))
+
+
+def test_a_row_whose_every_reading_is_not_testable_is_not_testable():
+    claim = BY_KEY["dyspec-appc-prefix"]
+    off = "logged full trees, not DySpec trees"
+    row = score(claim, [reading_of(claim.key, NOT_TESTABLE, off_point=off, n=0,
+                                   rule="a fall by arithmetic, not a reading: every row tile attends to the prefix")])
+    assert row["verdict"] == NOT_TESTABLE and row["n"] == 0 and not row["read"]
+    assert row["diagnosis"] == (f"not read at the paper's operating point ({claim.point}): read only at {off}, where "
+                                "it is not testable: a fall by arithmetic, not a reading")
+    assert unread_count([row]) == 0 and tally([row])[NOT_TESTABLE] == 1
+    assert "0 inconclusive, 1 not testable" in scorecard_text.tally_line([row])
+    mixed = score(claim, [reading_of(claim.key, NOT_TESTABLE, off_point=off),
+                          reading_of(claim.key, HOLDS, off_point="m = 8")])
+    assert mixed["verdict"] == INCONCLUSIVE and unread_count([mixed]) == 1
+
+
+def test_what_differs_is_said_once_per_phrase():
+    """Two readings sharing an off-point phrase ("greedy") name it once, not once per joined string."""
+    claim = BY_KEY["dyspec-tables12-sequoia"]
+    row = score(claim, [reading_of(claim.key, FAILS, "T = 0", off_point="greedy", notebook="02"),
+                        reading_of(claim.key, INCONCLUSIVE, "T = 0", off_point="greedy; hand-set p", notebook="03"),
+                        reading_of(claim.key, HOLDS, "T = 0.6", off_point="hand-set p", notebook="03")])
+    assert row["diagnosis"] == (f"not read at the paper's operating point ({claim.point}): read only at greedy; "
+                                "hand-set p")
+    half = score(claim, [reading_of(claim.key, HOLDS, "T = 0.6"),
+                         reading_of(claim.key, FAILS, "T = 0", off_point="greedy", notebook="02"),
+                         reading_of(claim.key, INCONCLUSIVE, "T = 0", off_point="greedy; hand-set p", notebook="03")])
+    assert "(read there only at greedy; hand-set p)" in half["diagnosis"]
 
 
 # --- no diagnosis opens with a factor its readings do not support -----------------------------------------------

@@ -272,8 +272,8 @@ def surface_claims(readings: pd.DataFrame, tolerance: float = 0.01, low_p: float
               f"F(d={d_lo:g}) − F(d={d_hi:g}) = {_spread(readings.d_gap_low)} over {n} training seeds (mean over "
               f"P ≤ {low_p:g}, H ∈ [0, {RANGES['H'][1]:.2f}]; Alg. 1's d, first drafted layer 0){beside('d_gap_low')}",
               rule["d_gap_low"], key="c2t-fig10-depth", readings=seeds["d_gap_low"]),
-        claim("depth matters little at high P (C2T Fig. 10, fixed d)",
-              "the fixed-d surfaces coincide and flatten at high P",
+        claim("the depth gap shrinks from low P to high P (C2T Fig. 10, fixed d)",
+              "the fixed-d surfaces coincide and flatten at high P (s0 l.437: \"indicating minimal effect of depth\")",
               f"|F(d={d_lo:g}) − F(d={d_hi:g})| at P ≤ {low_p:g} − at P ≥ {high_p:g}: "
               f"{_spread(readings.d_flattening)} over {n} training seeds{beside('d_flattening')}",
               rule["d_flattening"], key="c2t-fig10-depth-high-p", readings=seeds["d_flattening"]),

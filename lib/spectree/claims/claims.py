@@ -67,9 +67,10 @@ def claim(name: str, paper: str, ours: Any, evidence: Evidence, goal: str = "", 
     carries the same key, and the scorecard shows it once. `off_point` says how this reading's setting differs from
     the paper's operating point ("m = 32 (the paper's 64)"; "" where it is the paper's: a tallied reading); `cell`
     which of the paper's settings it covers where the claim spans several ("T = 0.6").
-    `readings` re-read a paper claim that does not hold or is inconclusive under each factor that applies
-    ({factor: `diagnosis.reading`}); its `diagnosis` says what they show (`diagnosis.diagnose`; the prompts'
-    factor is read from the evidence itself, `prompts_reading`, unless given).
+    `readings` re-read a claim under each factor that applies ({factor: `diagnosis.reading`}: another knob value,
+    another comparison) and are kept whatever its verdict; only a paper claim that does not hold or is
+    inconclusive gets a `diagnosis` from them (`diagnosis.diagnose`; the prompts' factor is read from the evidence
+    itself, `prompts_reading`, unless given): a claim that holds, and a bar of ours, is never diagnosed.
     A decisive verdict on fewer than MIN_UNITS independent units (`evidence.n`) is inconclusive; a decisive paper
     verdict whose two halves of units (`Evidence.halves`) do not both fall on its side is inconclusive
     ("unstable"), and `repeat` says which (`repeated`). A bar of ours (one that opens with ≥ ≤ < >, or names an
@@ -82,12 +83,11 @@ def claim(name: str, paper: str, ours: Any, evidence: Evidence, goal: str = "", 
         raise ValueError(f"claim {name!r}: the paper column holds the paper's statement, not our bar {paper!r}; "
                          "give the bar as goal=")
     evidence, repeat = repeated(enough_units(evidence)) if kind == PAPER else (enough_units(evidence), "")
-    readings = dict(readings or {})
-    if kind == PAPER and evidence.verdict in (FAILS, INCONCLUSIVE):
+    readings = dict(readings or {})  # kept whatever the verdict: a holding claim's second readings stay shown
+    diagnosed = kind == PAPER and evidence.verdict in (FAILS, INCONCLUSIVE)  # only these are diagnosed
+    if diagnosed:
         readings.setdefault(PROMPTS, prompts_reading(evidence))
-    else:
-        readings = {}
-    diagnosis = diagnose(readings, at_paper_point=not off_point, point=off_point) if readings else ""
+    diagnosis = diagnose(readings, at_paper_point=not off_point, point=off_point) if diagnosed and readings else ""
     return {"name": name, "kind": kind, "key": key, "off_point": off_point, "cell": cell, "paper": paper,
             "goal": goal, "ours": ours, "verdict": evidence.verdict, "rule": evidence.rule, "n": int(evidence.n),
             "estimate": evidence.estimate, "interval": [evidence.low, evidence.high], "halves": list(evidence.halves),
@@ -328,8 +328,9 @@ def tolerance_rule(value: float, tolerance: float, n: int, what: str, unit: str,
 
 def all_of(parts: Iterable[Evidence], rule: Optional[str] = None) -> Evidence:
     """Several rules together: holds if every part holds, does not hold if any part does not, not testable if no
-    part can be tested, else inconclusive; n is the smallest part's, the estimate the first part's (no parts:
-    inconclusive, n = 0); each half of the units is read the same way over the parts' halves."""
+    part can be tested, else inconclusive; n is the smallest part's, the estimate and interval those of the part
+    that decides (`_deciding`; no parts: inconclusive, n = 0); each half of the units is read the same way over the
+    parts' halves."""
     parts = list(parts)
     verdicts = {p.verdict for p in parts}
     verdict = (FAILS if FAILS in verdicts else HOLDS if parts and verdicts == {HOLDS} else
@@ -341,8 +342,22 @@ def all_of(parts: Iterable[Evidence], rule: Optional[str] = None) -> Evidence:
     if parts and all(len(p.halves) == 2 for p in parts):  # each half as the verdict over the parts' halves
         halves = tuple(FAILS if FAILS in s else HOLDS if set(s) == {HOLDS} else UNDECIDED
                        for s in zip(*(p.halves for p in parts)))
-    return Evidence(verdict, text, min((p.n for p in parts), default=0), parts[0].estimate if parts else math.nan,
+    if not parts:
+        return Evidence(verdict, text, 0, math.nan, halves=halves)
+    decides = _deciding(parts)
+    return Evidence(verdict, text, min(p.n for p in parts), decides.estimate, decides.low, decides.high,
                     halves=halves)
+
+
+def _deciding(parts: list[Evidence]) -> Evidence:
+    """The part whose reading `all_of`'s verdict reports: of the parts that do not hold (else the inconclusive ones,
+    else all), the one furthest on the failing side of its bar (the first where no bar is known)."""
+    pool = ([p for p in parts if p.verdict == FAILS] or [p for p in parts if p.verdict == INCONCLUSIVE] or parts)
+
+    def short(p: Evidence) -> float:  # how far the estimate falls short of its bar (positive: on the failing side)
+        gap = (p.bar - p.estimate) if p.above else (p.estimate - p.bar)
+        return gap if math.isfinite(gap) else -math.inf
+    return max(pool, key=short)
 
 
 def units_needed(evidence: Evidence) -> float:
@@ -367,21 +382,22 @@ def prompts_reading(evidence: Evidence, unit: str = "prompts", feasible: float =
     if evidence.verdict == FAILS:
         whole = ("the whole interval is on the other side of the bar" if math.isfinite(evidence.low) else
                  "a part's whole interval is on the other side of its bar")  # `all_of` keeps no single interval
-        return reading(f"would not flip it ({whole}, n = {evidence.n} {unit})", FAILS)
+        return reading(f"would not flip it ({whole}, n = {evidence.n} {unit})", FAILS, unit=unit)
     if evidence.verdict != INCONCLUSIVE:
         return reading("")
     need = units_needed(evidence)
     if math.isnan(need):
-        return reading("cannot tell: no single interval to project (several parts, or none computed)", tried=False)
+        return reading("cannot tell: no single interval to project (several parts, or none computed)", tried=False,
+                       unit=unit)
     if math.isinf(need):
-        return reading("would not decide it (the estimate sits on the bar)", INCONCLUSIVE)
+        return reading("would not decide it (the estimate sits on the bar)", INCONCLUSIVE, unit=unit)
     lands = side(evidence.estimate, evidence.bar, evidence.above)
     words = "hold" if lands == HOLDS else "not hold"
     if need <= feasible * max(evidence.n, 1):
         return reading(f"too few {unit}: at this estimate it would {words} from ≈ {math.ceil(need)} {unit} "
-                       f"(n = {evidence.n})", INCONCLUSIVE, projects=lands)
+                       f"(n = {evidence.n})", INCONCLUSIVE, projects=lands, unit=unit)
     return reading(f"would hardly decide it (≈ {math.ceil(need)} {unit} needed at this estimate, it would {words}; "
-                   f"n = {evidence.n})", INCONCLUSIVE, projects="")
+                   f"n = {evidence.n})", INCONCLUSIVE, projects="", unit=unit)
 
 
 def unscored(why: str = "not scored") -> Evidence:

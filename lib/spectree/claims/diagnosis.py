@@ -88,7 +88,12 @@ def diagnose(readings: Mapping[str, Any], *, at_paper_point: bool = True, point:
     else:
         head = ("no factor tried flips it" + (f" (tried: {', '.join(tried)})" if tried else "")
                 + (f"; not tried: {', '.join(untried)}" if untried else ""))
-    return head + ". " + "; ".join(f"{k}: {r['text']}" for k, r in parts.items())
+    return head + ". " + "; ".join(f"{label(k, r)}: {r['text']}" for k, r in parts.items())
+
+
+def label(factor: str, r: dict[str, Any]) -> str:
+    """A factor as a diagnosis names it: the `PROMPTS` projection in its own units ("more training seeds")."""
+    return f"more {r['unit']}" if factor == PROMPTS and r.get("unit") not in (None, "", "prompts") else factor
 
 
 def opening(diagnosis: Optional[str]) -> str:

@@ -9,7 +9,13 @@ readings of one claim into one row:
   disagree make that cell inconclusive, and the row says which readings disagree; the cells (the paper's settings,
   e.g. its two temperatures) combine as the claim states them — over all of them: it holds where every cell holds,
   does not hold where any does not;
-- with no reading at the paper's point the row is inconclusive, n = 0, and says what differs;
+- a claim the paper states over several cells (`PaperClaim.cells`) counts a cell with no reading at the paper's point
+  as unknown: the row can still not hold (one cell that does not hold decides), but it cannot hold — a claim the
+  paper makes at T = 0 and 0.6 read at 0.6 only is inconclusive, and the row says which cells were not read there;
+- with no reading at the paper's point the row is inconclusive, n = 0, and says what differs — unless every reading
+  it has is not testable, then it is not testable (an untestable reading off the point cannot become testable on it);
+- the bar a reading is scored against where the paper gives none (its `goal`: "ECE ≤ 0.05 (our bar)") travels with
+  the row (`goal`), so a verdict such as "would hold from ≈ 51 prompts" shows its target;
 - every other reading (another notebook, this machine's knobs, another budget, a mixture draft's) is listed under the
   row as a labelled reading, never tallied.
 
@@ -32,7 +38,8 @@ from spectree.claims.verdicts import (BAR, FAILS, HOLDS, INCONCLUSIVE, NOT_SPLIT
 class PaperClaim:
     """One claim a paper makes: its key, the paper, where in it (table, figure, section), the claim in a line and the
     operating point the paper reads it at. `confidence`: the claim is about the draft's own confidence (a mixture
-    draft moves it by construction)."""
+    draft moves it by construction). `cells`: the paper's settings the claim spans, each named as its readings name
+    their `cell` ("T = 0", "T = 0.6"); a cell without a reading at the paper's point keeps the row from holding."""
 
     key: str
     paper: str
@@ -40,10 +47,13 @@ class PaperClaim:
     claim: str
     point: str
     confidence: bool = False
+    cells: tuple[str, ...] = ()
 
 
 C2T, GUNJUR, DYSPEC, EDD = "C2T", "Gunjur et al.", "DySpec", "EDD + PCT"
 PAPERS = (C2T, GUNJUR, DYSPEC, EDD)
+# Fig. 9/10's point: the paper's classifier; ours has its shape and features, not App. B.2's data (docs/fidelity.md)
+C2T_CLASSIFIER = "C2T's 2-layer classifier over (P, H, d), trained on this draft's trees (App. B.2's data differ)"
 PAPER_CLAIMS = (
     PaperClaim("c2t-fig2c-high", C2T, "Fig. 2c", "high entropy: the top-1 draft probability under-estimates acceptance",
                "the draft's first layer, entropy bins of the paper", confidence=True),
@@ -62,13 +72,13 @@ PAPER_CLAIMS = (
     PaperClaim("c2t-table3-fixed", C2T, "Table 3", "chain mode: C2T beats fixed chains of the same γ",
                "chains of at most 10 tokens"),
     PaperClaim("c2t-fig10-p", C2T, "Fig. 9/10", "the joint probability P dominates the classifier",
-               "C2T's classifier, trained by its recipe"),
+               C2T_CLASSIFIER),
     PaperClaim("c2t-fig10-entropy", C2T, "Fig. 10", "at low P a high entropy raises the classifier's confidence",
-               "C2T's classifier, trained by its recipe"),
+               C2T_CLASSIFIER),
     PaperClaim("c2t-fig10-depth", C2T, "Fig. 10", "at low P a shallower depth raises the classifier's confidence",
-               "C2T's classifier, trained by its recipe"),
-    PaperClaim("c2t-fig10-depth-high-p", C2T, "Fig. 10", "at high P depth matters little",
-               "C2T's classifier, trained by its recipe"),
+               C2T_CLASSIFIER),
+    PaperClaim("c2t-fig10-depth-high-p", C2T, "Fig. 10", "the depth gap shrinks at high P (surfaces coincide)",
+               C2T_CLASSIFIER),
     PaperClaim("gunjur-fig1-grows", GUNJUR, "Fig. 1", "mismatches grow likelier as the draft's entropy grows",
                "draft tokens sampled at T = 0.4", confidence=True),
     PaperClaim("gunjur-fig1-crossover", GUNJUR, "Fig. 1", "mismatch likelier than match above entropy ≈ 1",
@@ -82,10 +92,11 @@ PAPER_CLAIMS = (
                confidence=True),
     PaperClaim("dyspec-tables12-specinfer", DYSPEC, "Tables 1–2",
                "DySpec accepts more per step than SpecInfer-style trees",
-               "budget 64, Alg. 1 uncapped, draft sampled at 0.6, target T = 0 and 0.6"),
+               "budget 64, Alg. 1 uncapped, draft sampled at 0.6, target T = 0 and 0.6", cells=("T = 0", "T = 0.6")),
     PaperClaim("dyspec-tables12-sequoia", DYSPEC, "Tables 1–2",
                "DySpec accepts about as much per step as Sequoia or more",
-               "budget 64, Alg. 1 uncapped, draft sampled at 0.6, target T = 0 and 0.6, Sequoia fitted"),
+               "budget 64, Alg. 1 uncapped, draft sampled at 0.6, target T = 0 and 0.6, Sequoia fitted",
+               cells=("T = 0", "T = 0.6")),
     PaperClaim("dyspec-table5-fewer", DYSPEC, "Table 5", "DFS order needs fewer non-zero mask blocks",
                "random trees of 256–2048 nodes, blocks of 32"),
     PaperClaim("dyspec-table5-grows", DYSPEC, "Table 5", "the saving grows with tree size",
@@ -104,7 +115,7 @@ PAPER_CLAIMS = (
     PaperClaim("edd-agreement", EDD, "§4.3.2", "the encoding makes EDD's draft tokens more accurate than VDM's",
                "equal training budget, every draft position"),
     PaperClaim("edd-table2-alpha", EDD, "Table 2", "PCT's acceptance rate α exceeds EAGLE-2's",
-               "s_d/s_t (paper, 7B) 0.037, PCT width 5 depth 10, EAGLE-2 10 / 6 / 50"),
+               "s_d/s_t (paper, 7B) 0.037, PCT width 5 depth 10, EAGLE-2 at PCT's τ (Table 2: both τ 3.99)"),
     PaperClaim("edd-half-nodes", EDD, "§4.3.1, Fig. 6", "PCT keeps EAGLE-2's τ with about half its nodes",
                "s_d/s_t (paper, 7B) 0.037, PCT width 5 depth 10, EAGLE-2 at PCT's τ"),
     PaperClaim("edd-table2-tau", EDD, "Table 2", "PCT's τ beats VCT's and CAPE's",
@@ -144,10 +155,33 @@ def _label(reading: Mapping[str, Any]) -> str:
     return ", ".join(w for w in where if w)
 
 
+def _once(texts: Iterable[str]) -> list[str]:
+    """Each text once, in the order first seen, blanks left out."""
+    return list(dict.fromkeys(t for t in (str(x).strip() for x in texts) if t))
+
+
+def _where(readings: Iterable[Mapping[str, Any]]) -> str:
+    """What differs from the paper's point in these readings, each phrase once: an `off_point` may join several
+    phrases with "; ", and two readings often share some of them, so they are split before they are de-duplicated."""
+    return "; ".join(_once(part for r in readings for part in str(r.get("off_point") or "").split("; ")))
+
+
+def _goal(readings: Iterable[Mapping[str, Any]]) -> str:
+    """The bars of ours these readings are scored against (their `goal`), each once; a goal that another one
+    extends ("… tables" beside "… tables (98.3%)") is left out."""
+    goals = _once(r.get("goal") or "" for r in readings)
+    return "; ".join(g for g in goals if not any(o != g and o.startswith(g) for o in goals))
+
+
 def score(claim: PaperClaim, readings: list[dict[str, Any]], quality: Optional[Mapping[str, Any]] = None
           ) -> dict[str, Any]:
     """One scorecard row from every reading of `claim` (claim dicts, each with the `notebook` it came from) and
-    notebook 11's reading by draft quality (`quality`: {"text", "verdict"}; a labelled reading only)."""
+    notebook 11's reading by draft quality (`quality`: {"text", "verdict"}; a labelled reading only).
+
+    A cell of `claim.cells` with no reading at the paper's point counts as inconclusive when the cells combine (it
+    is listed in `unread_cells`): the row can still not hold, never hold. A row with no reading at the paper's point
+    is inconclusive, or not testable where every reading it has is not testable. `goal`: the bar of ours the
+    readings the row rests on are scored against (those at the paper's point; with none, every reading's)."""
     tallied = [r for r in readings if not r.get("off_point")]
     cells: dict[str, list[dict[str, Any]]] = {}
     for r in tallied:
@@ -159,7 +193,12 @@ def score(claim: PaperClaim, readings: list[dict[str, Any]], quality: Optional[M
         if len(seen) > 1:
             notes.append("readings disagree at " + (cell or "the paper's point") + ": " + "; ".join(
                 f"{r['verdict']} ({_label(r)})" for r in group))
-    verdict = verdict_over(verdicts) if tallied else INCONCLUSIVE
+    unread_cells = [c for c in claim.cells if c not in verdicts] if tallied else []
+    if tallied:
+        verdict = verdict_over({**verdicts, **{c: INCONCLUSIVE for c in unread_cells}})
+    else:
+        verdict = (NOT_TESTABLE if readings and all(r.get("verdict") == NOT_TESTABLE for r in readings)
+                   else INCONCLUSIVE)
     deciding = [r for r in tallied if r["verdict"] == verdict] or tallied  # n of the readings the verdict rests on
     n = min((int(r.get("n") or 0) for r in deciding), default=0)
     repeats = [r.get("repeat") or "" for r in tallied if r.get("verdict") in (HOLDS, FAILS)]
@@ -173,28 +212,51 @@ def score(claim: PaperClaim, readings: list[dict[str, Any]], quality: Optional[M
         others.append({"label": "draft quality (notebook 11, mixture drafts (1 − λ)·q + λ·p, its own protocol: "
                                 f"not a diagnosis{caveat})", "verdict": str(quality.get("verdict") or ""),
                        "n": None, "ours": str(quality.get("text") or "")})
-    diagnosis = _diagnosis(claim, verdict, tallied, readings, notes)
+    diagnosis = _diagnosis(claim, verdict, tallied, readings, notes, verdicts, unread_cells)
     first = (tallied or readings or [{}])[0]
     return {"key": claim.key, "paper": claim.paper, "where": claim.where, "claim": claim.claim, "point": claim.point,
             "read": bool(tallied),
             "words": first.get("paper", ""), "ours": "; ".join((f"{r['cell']}: " if r.get("cell") else "")
                                                               + str(r.get("ours")) for r in tallied),
-            "verdict": verdict, "n": n, "repeat": repeat, "cells": verdicts, "diagnosis": diagnosis,
-            "readings": others, "sources": sorted({str(r.get("notebook")) for r in readings})}
+            "goal": _goal(tallied if tallied else readings),
+            "verdict": verdict, "n": n, "repeat": repeat, "cells": verdicts, "unread_cells": unread_cells,
+            "diagnosis": diagnosis, "readings": others, "sources": sorted({str(r.get("notebook")) for r in readings})}
+
+
+_PAPERS_POINT = "the paper's point"
+
+
+def _unread_cells(claim: PaperClaim, readings: list[dict[str, Any]], verdicts: Mapping[str, str],
+                  unread: list[str]) -> str:
+    """'not read at the paper's operating point at T = 0 (read there only at …); at T = 0.6: holds — …'."""
+    where = _where(r for r in readings if str(r.get("cell") or "") in unread)
+    read = "; ".join(f"at {c or _PAPERS_POINT}: {v}" for c, v in verdicts.items())
+    return (f"not read at the paper's operating point at {', '.join(unread)} ("
+            + (f"read there only at {where}" if where else "no reading of it in this run") + ")"
+            + (f"; {read}" if read else "")
+            + f" — the claim spans {', '.join(claim.cells)}, so a cell not read there cannot count as holding")
 
 
 def _diagnosis(claim: PaperClaim, verdict: str, tallied: list[dict[str, Any]], readings: list[dict[str, Any]],
-               notes: list[str]) -> str:
-    """The row's diagnosis: a disagreement between tallied readings first; with no tallied reading, what differs
-    in every reading; else the tallied readings' own diagnoses (`diagnosis.diagnose` over their readings)."""
+               notes: list[str], verdicts: Optional[Mapping[str, str]] = None, unread: Optional[list[str]] = None
+               ) -> str:
+    """The row's diagnosis: the claim's cells not read at the paper's point, and a disagreement between tallied
+    readings, first; with no tallied reading, what differs in every reading (and, where every reading is not
+    testable, why); else the tallied readings' own diagnoses (`diagnosis.diagnose` over their readings). Parts are
+    joined by " | "."""
+    if not tallied:
+        where = _where(readings)
+        if verdict == NOT_TESTABLE:
+            why = "; ".join(_once(str(r.get("rule") or "").split(": ")[0] for r in readings))
+            return (f"not read at the paper's operating point ({claim.point}): read only at {where}, where it is not "
+                    "testable" + (f": {why}" if why else ""))
+        return (f"not read at the paper's operating point ({claim.point}): read only at " + where
+                if where else f"not read in this run (the paper's point: {claim.point})")
     if verdict not in (FAILS, INCONCLUSIVE):
         return ""
+    parts = [_unread_cells(claim, readings, verdicts or {}, unread)] if unread else []
     if notes:
-        return ". ".join(notes)
-    if not tallied:
-        where = sorted({str(r.get("off_point")) for r in readings if r.get("off_point")})
-        return (f"not read at the paper's operating point ({claim.point}): read only at " + "; ".join(where)
-                if where else f"not read in this run (the paper's point: {claim.point})")
+        return " | ".join(parts + [". ".join(notes)])
     texts = []
     for r in tallied:
         if r.get("verdict") not in (FAILS, INCONCLUSIVE):
@@ -203,7 +265,7 @@ def _diagnosis(claim: PaperClaim, verdict: str, tallied: list[dict[str, Any]], r
         text = diagnose(factors) if factors else (r.get("diagnosis") or "")
         if text:
             texts.append((f"{r.get('cell')}: " if len(tallied) > 1 and r.get("cell") else "") + text)
-    return " | ".join(texts)
+    return " | ".join(parts + texts)
 
 
 def scorecard(claims: Iterable[dict[str, Any]], quality: Optional[Mapping[str, Any]] = None
@@ -230,8 +292,9 @@ def tally(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def unread_count(rows: list[dict[str, Any]]) -> int:
-    """Rows with no reading at the paper's operating point (inconclusive, n = 0: what differs is in the row)."""
-    return sum(not r["read"] for r in rows)
+    """Inconclusive rows with no reading at the paper's operating point (n = 0: what differs is in the row); a row
+    whose every reading is not testable counts under not testable, not here."""
+    return sum(not r["read"] and r["verdict"] == INCONCLUSIVE for r in rows)
 
 
 def repeat_count(rows: list[dict[str, Any]]) -> tuple[int, int]:

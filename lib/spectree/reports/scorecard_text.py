@@ -60,6 +60,13 @@ def _verdict(row: dict[str, Any]) -> str:
     return f"{row['verdict']} (n = {row['n']})" if row["verdict"] in (INCONCLUSIVE,) or row["n"] else row["verdict"]
 
 
+def _ours(row: dict[str, Any]) -> str:
+    """Our reading at the paper's point ('—' without one), then the bar of ours it is scored against, where the
+    paper gives none: 'ECE 0.033 (…) · bar of ours: ECE ≤ 0.05 (our bar)'."""
+    goal = row.get("goal") or ""
+    return (row["ours"] or "—") + (f" · bar of ours: {goal}" if goal else "")
+
+
 def _others(row: dict[str, Any]) -> str:
     return "; ".join(f"{r['label']}: **{r['verdict'] or '—'}**" + (f" ({r['ours']})" if r.get("ours") else "")
                      for r in row["readings"])
@@ -67,8 +74,8 @@ def _others(row: dict[str, Any]) -> str:
 
 def render_scorecard(rows: list[dict[str, Any]], summaries: Mapping[str, dict[str, Any]] = {}) -> list[str]:
     """The scorecard's markdown: a table per paper, one row per claim (the paper's words and its table or figure,
-    our reading at the paper's operating point, the verdict with its n, whether it repeats on both halves, the
-    diagnosis in one line, every other reading labelled)."""
+    our reading at the paper's operating point with the bar of ours it is scored against, the verdict with its n,
+    whether it repeats on both halves, the diagnosis in one line, every other reading labelled)."""
     out = ["## Scorecard: each paper claim once", "",
            "Each claim the papers make, read at the paper's operating point; a reading in another setting (another "
            "notebook, budget, temperature, knob value, a mixture draft) is listed under *other readings* and never "
@@ -83,7 +90,7 @@ def render_scorecard(rows: list[dict[str, Any]], summaries: Mapping[str, dict[st
                 "| claim | paper | ours, at the paper's point | verdict | repeats | diagnosis | other readings |",
                 "|---|---|---|---|---|---|---|"]
         out += [f"| {_cell(r['claim'])} ({_cell(r['where'])}; read at: {_cell(r['point'])}) | {_cell(r['words'])} "
-                f"| {_cell(r['ours']) or '—'} | **{_cell(_verdict(r))}** | {_cell(r['repeat'])} "
+                f"| {_cell(_ours(r))} | **{_cell(_verdict(r))}** | {_cell(r['repeat'])} "
                 f"| {_cell(r['diagnosis'])} | {_cell(_others(r))} |" for r in mine] + [""]
     loose = unregistered(readings_of(summaries))
     if loose:

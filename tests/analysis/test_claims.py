@@ -12,6 +12,7 @@ from scipy import stats as sstats
 
 from spectree.claims import claims as C
 from spectree.claims.verdicts import VERDICTS
+from spectree.analysis import edd_claims as E
 from spectree.analysis import sweep_claims as S
 from spectree.claims import rules as R
 from spectree.analysis import sparsity_claims, surfaces
@@ -312,7 +313,7 @@ def test_budget_and_edd_claims():
                         _row("edd_table2", "eagle2", 3.0, 40.0, N=50),
                         _row("edd_table2", "vct", 2.5, 30.0), _row("edd_table2", "cape", 2.6, 20.0)])
     # α: τ / 4 < τ / 3 at PCT's τ, and at EAGLE-2 10/6/50's own τ (the last, off the paper's point); γ 50% at PCT τ
-    assert verdicts(S.edd_claims(edd)) == ["does not hold", "holds", "holds", "does not hold"]
+    assert verdicts(E.edd_claims(edd)) == ["does not hold", "holds", "holds", "does not hold"]
     # chain mode, C2T against EAGLE-2 and α at matched γ or τ: test_matched_claims
 
 

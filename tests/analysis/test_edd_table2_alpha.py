@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spectree.analysis import sweep_claims as S
+from spectree.analysis import edd_claims as E
 from spectree.claims import claims as C
 from spectree.claims.diagnosis import KNOBS, PROMPTS, reading
 from spectree.claims.scorecard import BY_KEY, score
@@ -44,7 +44,7 @@ def _table(pct_tau=2.161, pct_depth=3.64, e2=SUMMARY_E2, e2_depths=None):
 def _alpha(claims):
     """(the tallied α claim, the unmatched second reading): both carry the scorecard key edd-table2-alpha."""
     mine = [c for c in claims if c["key"] == "edd-table2-alpha"]
-    assert len(mine) == 2 and not mine[0]["off_point"] and mine[1]["off_point"] == S.EDD_UNMATCHED
+    assert len(mine) == 2 and not mine[0]["off_point"] and mine[1]["off_point"] == E.EDD_UNMATCHED
     return mine
 
 
@@ -56,7 +56,7 @@ def _scorecard(claims):
 def test_pct_above_eagle2_10_6_50_but_below_eagle2_at_its_tau_does_not_hold():
     # the summary's shape: PCT α 0.594 beats EAGLE-2 10/6/50's 0.496 (τ 2.453, depth 4.95), but EAGLE-2's N curve at
     # PCT's τ 2.161 has α ≈ 0.625 (between N 15 and N 20): at equal τ PCT's α is lower
-    claims = S.edd_claims(_table())
+    claims = E.edd_claims(_table())
     assert claims[0]["verdict"] == "does not hold"  # the α claim's tallied reading
     tallied, unmatched = _alpha(claims)
     assert tallied["estimate"] == pytest.approx(0.594 - 0.625, abs=0.01) and tallied["interval"][1] < 0
@@ -72,13 +72,13 @@ def test_pct_above_eagle2_10_6_50_but_below_eagle2_at_its_tau_does_not_hold():
     # the scorecard tallies the matched reading alone; the unmatched one is listed under other readings
     row = _scorecard(claims)
     assert row["verdict"] == "does not hold" and row["ours"] == tallied["ours"]
-    assert [(r["label"], r["verdict"]) for r in row["readings"]] == [("02, " + S.EDD_UNMATCHED, "holds")]
+    assert [(r["label"], r["verdict"]) for r in row["readings"]] == [("02, " + E.EDD_UNMATCHED, "holds")]
 
 
 def test_pct_below_eagle2_10_6_50_but_above_eagle2_at_its_tau_holds():
     # the opposite: EAGLE-2's sizes all reach depth 6 but N 50's (3.0), so at PCT's τ its α is τ / 6 ≈ 0.36 against
     # PCT's 0.594, while EAGLE-2 10/6/50 at its own τ has α 2.453 / 3 ≈ 0.82
-    claims = S.edd_claims(_table(e2_depths={n: 6.0 for n, _, _ in SUMMARY_E2} | {50: 3.0}))
+    claims = E.edd_claims(_table(e2_depths={n: 6.0 for n, _, _ in SUMMARY_E2} | {50: 3.0}))
     assert claims[0]["verdict"] == "holds"
     tallied, unmatched = _alpha(claims)
     assert tallied["estimate"] == pytest.approx(0.594 - 2.161 / 6, abs=0.01)
@@ -93,7 +93,7 @@ def test_pct_below_eagle2_10_6_50_but_above_eagle2_at_its_tau_holds():
 @pytest.mark.parametrize("pct_tau", [2.6, 1.6])
 def test_eagle2_s_curve_that_does_not_reach_pct_s_tau_leaves_the_claim_inconclusive(pct_tau):
     # PCT's τ above (below) every EAGLE-2 size's: no α at equal τ, and 10/6/50 at its own τ is not read in its place
-    claims = S.edd_claims(_table(pct_tau=pct_tau))
+    claims = E.edd_claims(_table(pct_tau=pct_tau))
     assert claims[0]["verdict"] == "inconclusive"
     tallied, unmatched = _alpha(claims)
     assert "does not reach PCT's τ" in tallied["rule"] and "(7 sizes, τ " in tallied["rule"]

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from spectree.analysis import edd_claims as E
 from spectree.analysis import sweep_claims as S
 from spectree.claims.diagnosis import KNOBS
 from spectree.analysis import sweeps
@@ -147,19 +148,19 @@ def test_pct_alpha_is_compared_with_eagle2_at_equal_tau_and_as_edd_ran_it_beside
     # PCT τ 3.0 over depth 5 (α 0.6) beats EAGLE-2 10/6/50's α 0.4 (τ 2.4, depth 6), but at τ 3.0 EAGLE-2's N curve
     # has α 0.63: Table 2 compares at equal τ (EDD l.688–689), so the curve's reading is the verdict and 10/6/50 at
     # its own τ a second reading (the last claim, off the paper's point), which does not flip it
-    deep = S.edd_claims(_edd_table(3.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 3.2, 4.5)]))
+    deep = E.edd_claims(_edd_table(3.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 3.2, 4.5)]))
     assert deep[0]["verdict"] == "does not hold" and deep[0]["estimate"] == pytest.approx(0.6 - 0.63, abs=0.02)
     assert deep[3]["verdict"] == "holds" and deep[3]["estimate"] == pytest.approx(0.6 - 0.4, abs=0.02)
-    assert deep[3]["off_point"] == S.EDD_UNMATCHED and deep[3]["key"] == deep[0]["key"]
+    assert deep[3]["off_point"] == E.EDD_UNMATCHED and deep[3]["key"] == deep[0]["key"]
     assert "EAGLE-2 10/6/50 α 0.400 at τ 2.400 (mean depth reached 6.00 of its 6)" in deep[0]["ours"]
     curve = deep[0]["readings"][KNOBS + " (EAGLE-2 as EDD ran it)"]
     assert curve["text"].startswith("α(PCT) − α(EAGLE-2 10/6/50) at EAGLE-2's own τ") and curve["tried"]
-    no_n50 = S.edd_claims(_edd_table(2.2, 3.0, [(20, 2.0, 6.0), (80, 3.2, 6.0)]))  # EDD's EAGLE-2 size not scored
+    no_n50 = E.edd_claims(_edd_table(2.2, 3.0, [(20, 2.0, 6.0), (80, 3.2, 6.0)]))  # EDD's EAGLE-2 size not scored
     assert verdicts(no_n50)[0] == "holds" and verdicts(no_n50)[3] == "inconclusive"  # α 0.73 vs 0.37 at τ 2.2
 
 
 def test_half_the_nodes_is_read_against_eagle2_s_curve_at_pct_s_tau_not_at_n_50():
-    claims = S.edd_claims(_edd_table(2.3, 3.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 2.6, 6.0)]))
+    claims = E.edd_claims(_edd_table(2.3, 3.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 2.6, 6.0)]))
     nodes = claims[1]  # EAGLE-2 reaches τ 2.3 at γ 42.5: PCT's 12 is 28% of it
     assert "paired BCa bootstrap" in nodes["rule"]
     assert nodes["verdict"] == "holds" and nodes["estimate"] == pytest.approx(12 / 42.5, abs=0.03)
@@ -167,15 +168,15 @@ def test_half_the_nodes_is_read_against_eagle2_s_curve_at_pct_s_tau_not_at_n_50(
     assert "60%" in nodes["goal"] and "60%" not in nodes["paper"]
     assert claims[2]["verdict"] == "holds"
     # half of EAGLE-2 N 50's γ, but EAGLE-2 N 10 already reaches PCT's τ with 40% of PCT's γ
-    cheap = S.edd_claims(_edd_table(2.0, 3.0, [(10, 2.0, 6.0), (50, 2.4, 6.0)], pct_gamma=25.0))[1]
+    cheap = E.edd_claims(_edd_table(2.0, 3.0, [(10, 2.0, 6.0), (50, 2.4, 6.0)], pct_gamma=25.0))[1]
     assert cheap["verdict"] == "does not hold" and cheap["estimate"] == pytest.approx(2.5, abs=0.2)
 
 
 def test_pct_is_judged_at_the_paper_s_ratio_and_read_at_this_machine_s_beside():
     table = _edd_table(3.0, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0), (80, 3.2, 4.5)], machine=(2.2, 6.0, 3.0))
-    claims = S.edd_claims(table)
+    claims = E.edd_claims(table)
     assert verdicts(claims)[2] == "holds" and "s_d/s_t (paper, 7B) 0.037" in claims[2]["ours"]
-    failing = S.edd_claims(_edd_table(1.5, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0)], machine=(2.2, 6.0, 3.0)))[2]
+    failing = E.edd_claims(_edd_table(1.5, 5.0, [(20, 2.0, 6.0), (50, 2.4, 6.0)], machine=(2.2, 6.0, 3.0)))[2]
     assert failing["verdict"] == "does not hold"  # τ 1.5 vs VCT's 1.8
     knobs = failing["readings"][KNOBS]
     assert knobs["text"].startswith("read at s_d/s_t (paper, 7B) 0.037") and \
@@ -185,7 +186,7 @@ def test_pct_is_judged_at_the_paper_s_ratio_and_read_at_this_machine_s_beside():
         "holds only off the paper's point: knobs (s_d/s_t (one-token forward ratio t_draft(1)/t_target(1)) 0.200)")
     swapped = table.assign(params=[{**p, "ratio": {0.037: 0.2, 0.2: 0.037}.get(p.get("ratio"), p.get("ratio"))}
                                    for p in table.params])
-    assert S.edd_claims(swapped)[0]["ours"].startswith("PCT at s_d/s_t (paper, 7B) 0.037")  # the row at 0.037 is the verdict
+    assert E.edd_claims(swapped)[0]["ours"].startswith("PCT at s_d/s_t (paper, 7B) 0.037")  # the row at 0.037 is the verdict
 
 
 # --- DySpec Tables 1–2: trees of one budget ------------------------------------------------------------------

@@ -72,7 +72,7 @@ def totals(steps: pd.DataFrame) -> dict[str, float]:
 
 def prompt_sums(steps: pd.DataFrame) -> dict[str, dict[str, float]]:
     """Per prompt: forwards (steps) and the sums of τ, γ, τ over drafted forwards and depth, so that any pooled
-    rate (τ, γ, α) can be recomputed on a resample of the prompts (`sweep_claims.compare`)."""
+    rate (τ, γ, α) can be recomputed on a resample of the prompts (`matched.compare`)."""
     sums = steps.assign(steps=1, tau_drafted=steps.tau.where(steps.depth > 0, 0)).groupby("prompt", sort=True)[
         ["steps", "tau", "gamma", "tau_drafted", "depth"]].sum()
     return {str(k): {c: float(v) for c, v in row.items()} for k, row in sums.iterrows()}

@@ -4,7 +4,7 @@ EDD measures each ablation of Table 3 as EDD + PCT (s3 l.719–753: speedup, α 
 Here every (draft, tree policy) pair decodes the prompts greedily with `core.decode.speculative_generate`, each
 prompt's policies from one shared prefill of the target; a row per target forward (prompt, τ, γ, tree depth) is
 pooled as notebook 02 pools replayed trees (`sweeps.totals`: τ, γ, α = Σ τ / Σ depth, EDD's "accepted length /
-maximum depth"), and the per-prompt sums (`sweeps.prompt_sums`) feed the paired bootstrap of `sweep_claims.compare`.
+maximum depth"), and the per-prompt sums (`sweeps.prompt_sums`) feed the paired bootstrap of `matched.compare`.
 Greedy decoding is lossless, so every policy commits the same text: τ and γ are properties of the draft and the
 tree, not of the sampled output. Speed is not timed here (notebook 03 times). Table 3's draft ablations and Fig. 5's
 hidden layers need drafts this pair does not have: `draft_arms` says so.
@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from spectree.claims.claims import Evidence, claim, not_testable, unscored
 from spectree.claims.diagnosis import KNOBS, reading
-from spectree.analysis.sweep_claims import compare
+from spectree.analysis.matched import compare
 from spectree.analysis.sweeps import prompt_sums, totals
 from spectree.core.decode import Prefill, speculative_generate
 from spectree.core.errors import SpectreeError, TreeTooLarge

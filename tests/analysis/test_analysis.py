@@ -11,6 +11,7 @@ from synthetic_tokens import each_token_a_prompt, of_prompts, per_prompt, prompt
 
 from spectree.analysis import calibration, entropy_match
 from spectree.claims import claims as C
+from spectree.claims import text as CT
 from spectree.analysis import stats as analysis
 from spectree.analysis.token_tables import logbook_tokens, prompt_spec
 from spectree.core.errors import SpectreeError
@@ -97,7 +98,7 @@ def test_prompt_spec_gives_every_bare_dataset_n_prompts():
 
 
 def test_jsonable_makes_strict_json():
-    out = C.jsonable({"a": np.float32(0.5), "b": [np.int64(3), float("nan")], "c": math.inf})
+    out = CT.jsonable({"a": np.float32(0.5), "b": [np.int64(3), float("nan")], "c": math.inf})
     assert json.dumps(out, allow_nan=False) == '{"a": 0.5, "b": [3, null], "c": null}'
 
 
@@ -147,7 +148,7 @@ def test_c2t_entropy_claims_hold_fail_and_need_eight_prompts():
     assert verdicts(c2t(_c2t_tokens(10, high_p=0.9, low_p=0.3))) == ["does not hold"] * 2
     few = c2t(_c2t_tokens(5))  # 400 tokens per claim, from 5 prompts
     assert verdicts(few) == ["inconclusive"] * 2 and [c["n"] for c in few] == [5, 5]
-    assert C.verdict_text(few[0]) == "inconclusive (n = 5)"
+    assert CT.verdict_text(few[0]) == "inconclusive (n = 5)"
     sparse = c2t(_c2t_tokens(10, size=2))  # 10 prompts, 20 tokens < min_count: every cell masked, none tested
     assert verdicts(sparse) == ["inconclusive"] * 2 and sparse[0]["n"] == 0
 

@@ -5,6 +5,7 @@ from synthetic_tokens import of_prompts, prompts, share
 
 from spectree.analysis import calibration
 from spectree.claims import claims as C
+from spectree.claims import text as CT
 
 
 def test_reliability_table_and_ece_on_a_tiny_example():
@@ -53,7 +54,7 @@ def test_calibration_claim_holds_fails_and_needs_eight_prompts():
     bad = calibration.calibration_stats(np.full(500, 0.9), np.zeros(500), prompts(10, 50), n_resamples=200)
     assert calibration.calibration_claim("x", "y", bad)["verdict"] == "does not hold"
     few = calibration.calibration_claim("x", "y", calibration.calibration_stats(conf[:1000], conf[:1000] > 0.5, pr[:1000]))
-    assert few["verdict"] == "inconclusive" and few["n"] == 5 and C.verdict_text(few) == "inconclusive (n = 5)"
+    assert few["verdict"] == "inconclusive" and few["n"] == 5 and CT.verdict_text(few) == "inconclusive (n = 5)"
     sparse = calibration.calibration_claim("x", "y", calibration.calibration_stats(conf[:50], conf[:50] > 0.5, prompts(10, 5)))
     assert sparse["verdict"] == "inconclusive" and sparse["n"] == 10  # 50 tokens < 100
 

@@ -3,6 +3,7 @@
 04–07, whose token claims resample prompts: test_analysis)."""
 import ast
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from scipy import stats as sstats
 
 from spectree.claims import claims as C
+from spectree.claims import text as CT
 from spectree.claims.verdicts import VERDICTS
 from spectree.analysis import edd_claims as E
 from spectree.analysis import sweep_claims as S
@@ -151,11 +153,16 @@ def test_all_of_claim_summary_and_display():
     assert C.all_of([]).verdict == "inconclusive" and C.unscored().n == 0
     c = C.claim("x", "p", 1.0, maybe, extra=2)
     assert {"name", "paper", "ours", "verdict", "rule", "n"} <= set(c) and c["details"] == {"extra": 2}
-    assert C.verdict_text(c) == "inconclusive (n = 3)" and C.verdict_text(C.claim("y", "p", 1, yes)) == "holds"
-    assert "x: INCONCLUSIVE (N = 3)" in C.claims_text([c]) and "rule:  r" in C.claims_text([c])
+    assert CT.verdict_text(c) == "inconclusive (n = 3)" and CT.verdict_text(C.claim("y", "p", 1, yes)) == "holds"
+    assert "x: INCONCLUSIVE (N = 3)" in CT.claims_text([c]) and "rule:  r" in CT.claims_text([c])
+    # the estimate the rule read and its interval are printed where both are numbers (a bench reader sees how near
+    # the bar an inconclusive reading sits), left out where they are not
+    assert "\n  read:" not in CT.claims_text([c])
+    near = C.claim("z", "p", 1.22, C.Evidence("inconclusive", "r ≥ 1.2", 16, 1.2234, 1.1811, 1.2702, bar=1.2))
+    assert "rule:  r ≥ 1.2\n  read:  1.22 (interval 1.18–1.27)\n" in CT.claims_text([near])
     with pytest.raises(ValueError):
         C.claim("x", "p", 1, C.Evidence("maybe", "r", 1))
-    summary = C.claims_summary([c, C.claim("y", "p", 2, yes), C.claim("z", "p", float("nan"), no),
+    summary = CT.claims_summary([c, C.claim("y", "p", 2, yes), C.claim("z", "p", float("nan"), no),
                                 C.claim("b", "—", 1, yes, kind="bar"), C.claim("u", "p", "—", untested)])
     assert summary["paper_claims"] == "1 holds, 1 does not hold, 1 inconclusive, 1 not testable"
     assert summary["our_bars"] == "1 holds, 0 does not hold, 0 inconclusive, 0 not testable"
@@ -266,6 +273,10 @@ def test_draft_claims_judge_table_1_at_equal_budget_and_read_the_shipped_drafts_
     assert shipped["off_point"].startswith("the shipped drafts, whose training differs in budget, data, stages")
     assert "τ 2.5" in shipped["ours"] and "seed: not recorded (no card)" in shipped["ours"]
     assert "training budget" not in tallied["readings"]  # the shipped pair is no budget reading
+    # each reading says which way it points, whatever its verdict (not a verdict itself)
+    assert tallied["ours"].endswith("EDD not above VDM (against the paper; direction only, not a verdict)")
+    assert "EDD above VDM (the paper's way; direction only" in shipped["ours"]
+    assert claims[4]["ours"].endswith("EDD not above VDM (against the paper; direction only, not a verdict)")
     # one standard for every comparison of drafts: an equal-budget EDD below the shipped EDD's agreement − 0.05
     weak = {**good, "edd-eq": _draft_report([0.3, 0.2], 1.8, seed=2), "vdm-eq": equal["vdm-eq"]}
     claims = draft_claims(weak, "edd", "vdm", ("edd-eq", "vdm-eq"))
@@ -279,7 +290,7 @@ def test_draft_claims_judge_table_1_at_equal_budget_and_read_the_shipped_drafts_
     claims = draft_claims(tiny, "edd", "vdm", ("edd", "absent"))
     assert verdicts(claims) == ["inconclusive"] * 6
     assert [c["n"] for c in claims[:3]] == [2, 2, 0]  # n counts prompts, not tokens
-    assert C.verdict_text(claims[0]) == "inconclusive (n = 2)"
+    assert CT.verdict_text(claims[0]) == "inconclusive (n = 2)"
     # the paper column holds only the paper's statements; our bars are goals
     assert claims[0]["paper"] == "—" and "0.50" in claims[0]["goal"]
     assert "2.73" in claims[1]["paper"] and "2.2" in claims[1]["goal"] and "2.2" not in claims[1]["paper"]
@@ -436,10 +447,12 @@ def test_gunjur_is_re_read_on_a_gpu_cost_model_and_at_the_papers_knobs():
     name = "Gunjur: dyn width only saves the most time against chain-4 (7.16% vs static 2.3%) (T = 0.6, depth 3)"
     base = {"chain-4": 4.2, "static b=2 d=4": 3.8, "simple cutoff": 3.6}
 
-    def priced(gpu_seconds: dict):
+    def priced(gpu_seconds: dict, terms: bool = False):
         out = _runs({**base, "dyn width only": 6.0})
         for r in out:
             r.priced_s = gpu_seconds.get(r.strategy, float("nan")) * (1 + 0.01 * (hash(r.prompt) % 3))
+            if terms:  # draft 10%, verify 80%, tree 5% of the priced time, keep + rest the 5% left
+                r.priced_draft_s, r.priced_verify_s, r.priced_tree_s = 0.1 * r.priced_s, 0.8 * r.priced_s, 0.05 * r.priced_s
         return out
     where = "the H100 eager cost model (smollm2-135m)"
     policies = {"dyn width only": EntropyBranching(d=3)}
@@ -454,9 +467,20 @@ def test_gunjur_is_re_read_on_a_gpu_cost_model_and_at_the_papers_knobs():
                                                 policies=policies)}[name]
     assert stays["readings"]["GPU cost model"]["text"].startswith(f"does not hold on {where}")
     assert not stays["diagnosis"].startswith("holds")
+    assert "priced per token" not in stays["readings"]["GPU cost model"]["text"]  # runs priced without their terms
+    split = {c["name"]: c for c in speed_claims({0.6: priced({**base, "dyn width only": 5.0}, terms=True)},
+                                                priced_on=where, policies=policies)}[name]["readings"]["GPU cost model"]
+    # where the priced time goes, term by term, with the tree size behind it (≈ 5 s a prompt over 64 tokens)
+    m = re.search(r"; priced per token: dyn width only ([\d.]+) ms \(draft ([\d.]+), verify ([\d.]+), tree ([\d.]+), "
+                  r"keep \+ rest ([\d.]+)\) at γ 4, τ 2 a step; chain-4 [\d.]+ ms", split["text"])
+    total, draft, verify, tree, rest = map(float, m.groups())
+    assert 78 <= total <= 80 and draft + verify + tree + rest == pytest.approx(total, abs=0.2)
+    assert verify == pytest.approx(8 * draft, rel=0.02) and tree == pytest.approx(rest, abs=0.1)
     unpriced = {c["name"]: c for c in speed_claims({0.6: _runs({**base, "dyn width only": 6.0})},
                                                    priced_on=where, policies=policies)}[name]
     assert "GPU cost model" not in unpriced["readings"]
+    # whose entropy B(H) reads is open and not read in Fig. 2: the diagnosis says it was not tried
+    assert unpriced["readings"]["knobs"]["tried"] is False and "knobs" in unpriced["diagnosis"].split(". ")[0]
     # Gunjur's own run at depth 4, T = 0.4: at the paper's point, tallied
     own = speed_claims({0.0: _runs(base)}, gunjur=(0.4, 4, _runs({**base, "dyn width only": 3.0})))
     paper = [c for c in own if c.get("key") == "gunjur-fig2" and c["name"].endswith("(T = 0.4, depth 4)")]
@@ -523,7 +547,7 @@ def test_surface_claims_read_training_seeds_hold_flip_and_stay_inconclusive_with
     # one classifier, however clear its reading, is one unit: inconclusive (n = 1)
     one = _surface_claims(8.0, 0.3, -0.4, bias=-3.0, seeds=1, shipped={"p_dominance": 0.5, "h_gain": 0.1,
                                                                       "d_gap_low": 0.2, "d_flattening": 0.1})
-    assert verdicts(one) == ["inconclusive"] * 4 and C.verdict_text(one[1]) == "inconclusive (n = 1)"
+    assert verdicts(one) == ["inconclusive"] * 4 and CT.verdict_text(one[1]) == "inconclusive (n = 1)"
     assert "the shipped classifier +0.100" in one[1]["ours"]
 
 
@@ -569,7 +593,7 @@ def test_block_claims_hold_fail_and_read_the_timing_spread():
                                   _times({"original": (1.3, 2.6), "dfs": (1.0, 1.2)},
                                          {"original": (8.0, 11.0), "dfs": (9.0, 9.5)}, reps=3))
     assert verdicts(noisy) == ["inconclusive"] * 3 + ["not testable"] + ["inconclusive"] * 2
-    assert [c["n"] for c in noisy] == [6, 6, 2, 0, 3, 3] and C.verdict_text(noisy[4]) == "inconclusive (n = 3)"
+    assert [c["n"] for c in noisy] == [6, 6, 2, 0, 3, 3] and CT.verdict_text(noisy[4]) == "inconclusive (n = 3)"
     assert noisy[0]["rule"].startswith("deterministic count (exact, no interval)") and "tolerance" not in noisy[0]["rule"]
     assert noisy[0]["readings"]["more prompts"]["text"].startswith("too few random trees: n = 6 < 8")
     enough = sparsity_claims.block_claims(_blocks([1.02, 1.03, 1.04], "nodes", [256.0, 512.0, 1024.0], trees=3),

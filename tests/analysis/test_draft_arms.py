@@ -68,6 +68,9 @@ def test_noise_level_arms_are_not_testable_with_their_measured_agreement(home):
     assert kl["details"]["agreements"] == {"shipped EDD": 0.38, "base arm": 0.062, "w/o KL divergence": 0.063}
     assert "3.60" in kl["paper"] and "Fig. 5" in claims[-1]["paper"]
     assert "1,024 positions" in kl["ours"] and "150 steps" in kl["ours"]
+    # which way each arm points, beside the numbers (0.063 ≥ 0.062: against the paper; layer 8's 0.05 below)
+    assert kl["ours"].endswith("w/o KL divergence not below it (against the paper)")
+    assert "shallow layer (8) below the base arm (the paper's way)" in claims[-1]["ours"]
     drafts = arm_drafts(table)
     assert drafts.index.is_unique and drafts.loc[f"{T}+edd:abl-edd-layer8", "top1"] == 0.05
 

@@ -220,6 +220,38 @@ def test_block_count_claims_give_each_verdict_exactly():
     assert one[1]["verdict"] == INCONCLUSIVE and "nothing to compare" in one[1]["rule"]
 
 
+def _per_tree(ratios_by_size, seed=0, spread=0.0):
+    """10 random trees a size whose original ÷ DFS ratios scatter by ±`spread` around each size's ratio."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame([{"tree": t, "nodes": n, "depth": 5.0, "original": 10.0 * (r + spread * rng.uniform(-1, 1)),
+                          "dfs": 10.0, "bfs": 10.0} for n, r in zip(SIZES, ratios_by_size) for t in range(10)])
+
+
+def test_the_random_trees_are_a_sample_read_with_their_interval():
+    from spectree.analysis.sparsity import summarise_blocks
+
+    def claims(random):
+        logged = pd.DataFrame([{"tree": t, "prefix": p, "nodes": 100.0, "depth": 5.0, "original": 15.0 - p / 512,
+                                "dfs": 10.0, "bfs": 10.0} for p in PREFIXES for t in range(10)])
+        return sparsity_claims.block_claims(summarise_blocks(random, "nodes"), summarise_blocks(logged, "prefix"),
+                                            GOOD_TIMES, trees=(random, logged))
+
+    tight = claims(_per_tree((1.6, 2.5, 4.0), spread=0.05))
+    assert verdicts(tight)[:3] == [HOLDS] * 3 and "bootstrap interval over random trees" in tight[0]["rule"]
+    # each row prints the intervals its own rule reads: original − DFS per size, the ratio per size
+    assert "256 nodes, 1.6" in tight[0]["ours"] and "original − DFS" in tight[0]["ours"] and "95% CI" in tight[0]["ours"]
+    assert tight[1]["ours"].count("95% CI") == 3 and tight[1]["n"] >= 10
+    assert tight[2]["rule"].startswith("deterministic count")  # Fig. 9's logged trees share prompts: read exactly
+    # the same means, trees scattered so widely that the sizes' intervals overlap: the rise is not read as growth,
+    # and a mean saving of 0.002 blocks a tree among ±10 is not read as fewer blocks
+    wide = claims(_per_tree((1.0002, 1.4, 1.8), spread=1.0))
+    assert verdicts(wide)[:2] == [INCONCLUSIVE, INCONCLUSIVE]
+    # the exact-count reading of the same means called both hold
+    assert verdicts(_claims(random=(1.0002, 1.4, 1.8)))[:2] == [HOLDS, HOLDS]
+    # a ratio that falls at one size, every tree alike: the rise does not hold
+    assert verdicts(claims(_per_tree((1.6, 2.5, 2.0), spread=0.01)))[1] == FAILS
+
+
 def test_the_speed_claim_reads_dense_attention_not_the_loops_own_block_count():
     faster = _claims()[4]
     assert faster["verdict"] == HOLDS and "faster in DFS order than dense attention" in faster["name"]

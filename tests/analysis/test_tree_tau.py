@@ -7,7 +7,7 @@ import pytest
 
 from helpers import grow_offline, synthetic_draft, tree_paths
 from spectree.analysis.acceptance import DraftPlan
-from spectree.claims.claims import claims_text
+from spectree.claims.text import claims_text
 from spectree.analysis.tree_tau import (LEAVES, MACHINE, SHIPPED, TIME_GAIN, OwnConfidencePCT, ablation_claims, decode_steps,
                                         table3_claims, table3_paper, table3_runs, tree_ablations, tree_row)
 from spectree.core.decode import speculative_generate

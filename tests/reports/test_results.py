@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spectree.claims.claims import verdict_text
+from spectree.claims.text import verdict_text
 from spectree.core.paths import figures_dir
 from spectree.runs import profiles, runner
 from spectree.reports import results

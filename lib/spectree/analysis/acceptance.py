@@ -149,6 +149,12 @@ def _min_gap(e: Optional[dict], v: Optional[dict]) -> Optional[float]:
                for a, c in zip(e["by_dataset"][ds]["top1_by_position"], v["by_dataset"][ds]["top1_by_position"]))
 
 
+def _way(edd_minus_vdm: float) -> str:
+    """Which way an EDD − VDM reading points, said beside it whatever the verdict (not one itself)."""
+    way = "EDD above VDM (the paper's way" if edd_minus_vdm > 0 else "EDD not above VDM (against the paper"
+    return f": {way}; direction only, not a verdict)"
+
+
 def _paired(a: dict, b: dict) -> list[dict]:
     """The per-prompt counts of two reports on the prompts both scored, in one order."""
     keys = sorted(set(a.get("by_prompt", {})) & set(b.get("by_prompt", {})))
@@ -242,11 +248,14 @@ def draft_claims(reports: dict, edd: str, vdm: str, equal_budget: Optional[tuple
         return readings
 
     def tau_text(x, y):
-        return f"τ {x['tau_chain']:.3f} vs {y['tau_chain']:.3f} (α = τ / 5)"
+        return f"τ {x['tau_chain']:.3f} vs {y['tau_chain']:.3f} (α = τ / 5){_way(x['tau_chain'] - y['tau_chain'])}"
+
+    def gap_text(x, y):
+        return f"min gap {_min_gap(x, y):+.3f}{_way(_min_gap(x, y))}"
 
     out += judged(lambda x, y: _tau_versus(x, y, "τ(EDD) − τ(VDM)", above=True), tau_text,
                   f"EDD's chain-5 τ above VDM's (EDD Table 1), {EQUAL_BUDGET}", TABLE1_VERSUS, "edd-table1-tau")
-    out += judged(_agreement_above, lambda x, y: f"min gap {_min_gap(x, y):+.3f}",
+    out += judged(_agreement_above, gap_text,
                   f"EDD's top-1 agreement above VDM's at every draft position, every dataset, {EQUAL_BUDGET}",
                   MORE_ACCURATE, "edd-agreement", goal="EDD > VDM at every position (ours: stronger than Table 1's τ)")
     return out

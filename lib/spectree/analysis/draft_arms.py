@@ -149,7 +149,19 @@ def _ours(rows: pd.DataFrame) -> str:
     return ("position-1 agreement: " + ", ".join(f"{label} {v:.3f}" for label, v in by_label.items())
             + f"; shipped EDD {shipped:.3f} ({rows.source.iloc[0]}"
             + (f"; {'/'.join(f'{p:,}' for p in positions)} positions each" if positions else "")
-            + (f"; arms trained {'/'.join(map(str, steps))} steps" if steps else "") + ")")
+            + (f"; arms trained {'/'.join(map(str, steps))} steps" if steps else "") + ")" + _direction(rows, by_label))
+
+
+def _direction(rows: pd.DataFrame, by_label: pd.Series) -> str:
+    """Which way the arms point, not a verdict: the paper has each ablated arm (and each other layer) below the
+    base arm; '; points (direction only, not a verdict): w/o KL divergence not below it (against the paper)'."""
+    base = rows[rows.role == "base arm"].label
+    if base.empty or base.iloc[0] not in by_label:
+        return ""
+    b = by_label[base.iloc[0]]
+    ways = [f"{label} " + ("below the base arm (the paper's way)" if v < b else "not below it (against the paper)")
+            for label, v in by_label.items() if label != base.iloc[0]]
+    return "; points (direction only, not a verdict): " + ", ".join(ways) if ways else ""
 
 
 KEYS = {"w/o encoding result": "edd-table3-encoding", SELF_ARM: "edd-table3-encoding",

@@ -30,7 +30,7 @@ from scipy import stats
 
 from spectree.claims.diagnosis import PROMPTS, diagnose, reading
 from spectree.claims.rules import Statistic, cluster_interval
-from spectree.claims.verdicts import (BAR, FAILS, HOLDS, INCONCLUSIVE, KINDS, NOT_SPLIT, NOT_TESTABLE, PAPER, REPEATS,
+from spectree.claims.verdicts import (FAILS, HOLDS, INCONCLUSIVE, KINDS, NOT_SPLIT, NOT_TESTABLE, PAPER, REPEATS,
                                         UNDECIDED, UNSTABLE, VERDICTS, side)
 LOSSLESS = "\"SD can achieve lossless acceleration\" (EDD §4.1, l.521)"  # the papers' premise, the paper column
 MIN_PROMPTS = 8  # comparisons resampled over prompts need at least this many
@@ -129,55 +129,6 @@ def not_testable(why: str) -> Evidence:
     """A claim that cannot be tested here (the paper leaves the setting unsaid, or this pair cannot reach the
     comparison's premise): verdict "not testable", the reason as its rule, n = 0. Never a verdict by construction."""
     return Evidence(NOT_TESTABLE, why, 0)
-
-
-def verdict_text(c: dict[str, Any]) -> str:
-    """The verdict for display: "inconclusive (n = 12)" for an inconclusive claim that states its sample size,
-    the plain verdict otherwise."""
-    verdict = str(c.get("verdict", ""))
-    return f"{verdict} (n = {c['n']})" if verdict == INCONCLUSIVE and c.get("n") is not None else verdict
-
-
-def claims_text(claims: Sequence[dict[str, Any]]) -> str:
-    """Every claim as a short block (name: verdict, then paper, ours and rule), for the notebooks to print."""
-    return "\n".join(f"{c['name']}: {verdict_text(c).upper()}" + (" [our bar]" if c.get("kind") == BAR else "")
-                     + f"\n  paper: {c['paper']}\n" + (f"  goal:  {c['goal']}\n" if c.get("goal") else "")
-                     + f"  ours:  {c['ours']}\n  rule:  {c['rule']}"
-                     + (f"\n  why:   {c['diagnosis']}" if c.get("diagnosis") else "") for c in claims)
-
-
-def count(claims: Sequence[dict[str, Any]]) -> str:
-    """'2 holds, 0 does not hold, 1 inconclusive, 0 not testable'."""
-    return ", ".join(f"{sum(c.get('verdict') == v for c in claims)} {v}" for v in VERDICTS)
-
-
-def tally(claims: Sequence[dict[str, Any]]) -> str:
-    """The two tallies, the papers' claims apart from our own bars: 'paper claims: 2 holds, 0 does not hold,
-    1 inconclusive, 0 not testable; our bars: 1 holds, …' (a claim without a kind is a paper claim)."""
-    bars = [c for c in claims if c.get("kind") == BAR]
-    papers = [c for c in claims if c.get("kind") != BAR]
-    return f"paper claims: {count(papers)}; our bars: {count(bars)}"
-
-
-def jsonable(obj: Any) -> Any:
-    """numpy scalars → Python numbers, NaN / inf → None, recursively (strict JSON for the summaries)."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def claims_summary(claims: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The summary JSON's claim part: the two tallies (paper claims, our bars), both together as `claims_tally`,
-    and the claims themselves (strict JSON)."""
-    bars = [c for c in claims if c.get("kind") == BAR]
-    return {"paper_claims": count([c for c in claims if c.get("kind") != BAR]), "our_bars": count(bars),
-            "claims_tally": tally(claims), "claims": jsonable(list(claims))}
 
 
 # --- rules --------------------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def _calibrated(policies: dict, pair: str, models, cost=None) -> dict:
 def cmd_bench(args) -> int:
     from spectree.core.sampling import Sampling
     from spectree.models.loading import load_pair
-    from spectree.claims.claims import claims_text
+    from spectree.claims.text import claims_text
     from spectree.speed.bench import format_table, run_strategies, summarize_runs
     from spectree.speed.costmodel import pair_cost_model
     from spectree.speed.references import HF_LOOKUP_PACKED

@@ -37,7 +37,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except SpectreeError as err:
         print(f"bf16_control: error: {err}", file=__import__("sys").stderr)
         return 2
-    from spectree.claims.claims import jsonable
+    from spectree.claims.text import jsonable
     from spectree.reports.results import stamp
     from spectree.speed.divergence import noise_table, run, table
 

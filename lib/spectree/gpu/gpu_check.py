@@ -354,7 +354,7 @@ def _error(err: BaseException) -> str:
 def run_checklist(plan: Plan, out: Path) -> dict[str, Any]:
     """Every step into `out` (one JSON file each, written as soon as a unit of it is done), then summary.json. A
     step that raises is recorded in its file (`error`) and the next runs; none starts after `plan.budget_s`."""
-    from spectree.claims.claims import jsonable
+    from spectree.claims.text import jsonable
 
     check_environment(plan)
     out.mkdir(parents=True, exist_ok=True)

@@ -172,7 +172,7 @@ def _cost_summary(cost: dict[str, Any], summary: dict[str, Any], tables: dict[st
 
 def summarize(folder: Path) -> dict[str, Any]:
     """summary.json of the checklist's files in `folder`: headline numbers, claims and tables; written atomically."""
-    from spectree.claims.claims import jsonable
+    from spectree.claims.text import jsonable
 
     if not (folder / "lossless.json").exists():
         raise SpectreeError(f"no lossless.json in {folder}: run scripts/gpu_check.sh on a CUDA machine")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from spectree.claims.claims import verdict_text
+from spectree.claims.text import verdict_text
 from spectree.core.paths import atomic_write_bytes, figures_dir
 
 RESULTS_DIR = "results"  # figures/results/: the repository's copies (tracked; .gitignore un-ignores it)

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
-from spectree.claims.claims import count, verdict_text
+from spectree.claims.text import count, verdict_text
 from spectree.claims.verdicts import BAR
 from spectree.core.machine import host_name
 from spectree.core.paths import atomic_write_text, figures_dir, home

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from spectree.core.errors import SpectreeError
 from spectree.core.manifest import file_digest, reuse_or_rebuild
 from spectree.core.paths import atomic_write_text, data_dir, figures_dir, home
-from spectree.claims.claims import verdict_text
+from spectree.claims.text import verdict_text
 from spectree.claims.verdicts import BAR
 from spectree.runs.notebook_kernel import SharedKernel, kernel_manager_class
 from spectree.core.machine import environment

@@ -30,7 +30,7 @@ from spectree.prompts import Prompt, chat_ids, check_prompts
 from spectree.speed.load import OtherLoad, busy_warning
 from spectree.speed.references import (HF, HF_ASSISTED, HF_LOOKUP, HF_PACKED, ON_OUR_KERNELS, REFERENCES, STOCK,
                                        counted, hf_generate, standalone)
-from spectree.speed.stepmodel import plain_seconds, predict_live
+from spectree.speed.stepmodel import live_terms, plain_seconds, predict_live
 
 @dataclass
 class Run:
@@ -54,6 +54,9 @@ class Run:
     prefill_s: float = math.nan  # the prompt through the target and the draft's start (our loop's runs)
     depth_sum: float = math.nan  # Σ over steps of the tree's depth (our loop's runs; NaN: not recorded)
     priced_s: float = math.nan  # the run's own steps priced on another machine's cost model (`priced_on`), no prefill
+    priced_draft_s: float = math.nan  # its draft, verify and tree terms (`stepmodel.live_terms`; keep and rest: the
+    priced_verify_s: float = math.nan  # remainder of priced_s)
+    priced_tree_s: float = math.nan
     keep_s: float = math.nan  # keeping the accepted path's KV, part of verify_s (our loop's runs)
 
 
@@ -181,7 +184,8 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             other_cores=load.cores, repeat=repeat, projected_s=projected_seconds(g, cost),
                             plain_s=plain_projected_seconds(g, cost),
                             prefill_s=g.prefill_s, depth_sum=sum(s.depth for s in g.steps),
-                            priced_s=steps_priced(g, priced_on), keep_s=sum(s.keep_s for s in g.steps)))
+                            priced_s=steps_priced(g, priced_on), **priced_terms(g, priced_on),
+                            keep_s=sum(s.keep_s for s in g.steps)))
 
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):
         ids = chat_ids(tok, prompt.text)
@@ -207,6 +211,14 @@ def steps_priced(g, cost) -> float:
     if cost is None or cost.step is None:
         return math.nan
     return float(predict_live(cost.step, cost, g.steps).sum()) if g.steps else 0.0
+
+
+def priced_terms(g, cost) -> dict[str, float]:
+    """`steps_priced` by term: {priced_draft_s, priced_verify_s, priced_tree_s} (NaN without a step model)."""
+    if cost is None or cost.step is None:
+        return {f"priced_{t}_s": math.nan for t in ("draft", "verify", "tree")}
+    terms = live_terms(cost.step, cost, g.steps) if g.steps else {}
+    return {f"priced_{t}_s": float(terms[t].sum()) if terms else 0.0 for t in ("draft", "verify", "tree")}
 
 
 def plain_projected_seconds(g, cost) -> float:

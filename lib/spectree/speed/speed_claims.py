@@ -21,7 +21,7 @@ import pandas as pd
 
 from spectree.claims.claims import MIN_PROMPTS, Evidence, all_of, bootstrap_rule, claim, pooled
 from spectree.claims.verdicts import BAR
-from spectree.claims.diagnosis import GPU, reading
+from spectree.claims.diagnosis import GPU, KNOBS, reading
 from spectree.analysis.stats import DYSPEC_DRAFT_T
 from spectree.analysis.sweep_claims import C2T_TABLE_2, DYSPEC_SEQUOIA_SHARE, GREEDY_DRAFT
 from spectree.analysis.sweeps import gamma_at_tau
@@ -192,8 +192,26 @@ def priced_reading(rows: pd.DataFrame, others: list[str], where: str) -> Optiona
     saved = {m: 100 * (1 - per_token[m] / per_token[GUNJUR_BASELINE]) for m in per_token.index}
     static = f", static {saved['static b=2 d=4']:.1f}%" if "static b=2 d=4" in saved else ""
     return reading(f"{ev.verdict} on {where}: dyn width only saves {saved['dyn width only']:.1f}% against "
-                   f"chain-4{static} (the runs' own steps priced there, prefill left out; n = {ev.n} prompts)",
-                   ev.verdict, where=where)
+                   f"chain-4{static} (the runs' own steps priced there, prefill left out; n = {ev.n} prompts)"
+                   + priced_split(wanted, ["dyn width only", GUNJUR_BASELINE]), ev.verdict, where=where)
+
+
+def priced_split(rows: pd.DataFrame, methods: list[str]) -> str:
+    """'; priced per token: dyn width only 41.2 ms (draft 3.1, verify 36.0, tree 1.9, keep + rest 0.2) at γ 212, τ 2.1
+    a step; chain-4 …': where a priced reading's time goes, term by term (`bench.priced_terms`), with the tree size
+    and acceptance behind it; '' for runs priced before the terms were kept."""
+    terms = ["priced_draft_s", "priced_verify_s", "priced_tree_s"]
+    if not set(terms) <= set(rows) or not np.isfinite(rows[terms].to_numpy(float)).all():
+        return ""
+    sums = rows.groupby("method")[["priced_s", *terms, "n_tokens", "gamma_sum", "tau_sum", "forwards"]].sum()
+    parts = []
+    for m in (m for m in methods if m in sums.index):
+        r, ms = sums.loc[m], 1000 / sums.loc[m, "n_tokens"]
+        rest = r.priced_s - r[terms].sum()
+        parts.append(f"{m} {r.priced_s * ms:.1f} ms (draft {r.priced_draft_s * ms:.1f}, verify "
+                     f"{r.priced_verify_s * ms:.1f}, tree {r.priced_tree_s * ms:.1f}, keep + rest {rest * ms:.1f}) at "
+                     f"γ {r.gamma_sum / r.forwards:.3g}, τ {r.tau_sum / r.forwards:.3g} a step")
+    return "; priced per token: " + "; ".join(parts) if parts else ""
 
 
 def gunjur_claim(table: pd.DataFrame, rows: pd.DataFrame, temp: float, depth: int, priced_on: str = ""
@@ -226,7 +244,15 @@ def gunjur_claim(table: pd.DataFrame, rows: pd.DataFrame, temp: float, depth: in
                   key="gunjur-fig2", cell="live",
                   off_point="" if at_point else f"depth {depth}, T = {temp:g} (the paper's: depth "
                                                 f"{GUNJUR_PAPER_DEPTH}, T = {GUNJUR_PAPER_TEMPERATURE:g})",
-                  readings={GPU: priced} if priced else {})]
+                  readings={KNOBS: reading(GUNJUR_ENTROPY_UNREAD, tried=False), **({GPU: priced} if priced else {})})]
+
+
+# Whose entropy B(H) reads is open (docs/fidelity.md, Gunjur): ours is the draft's raw distribution (its logits, T = 1),
+# where this draft's entropy gives B near its cap almost everywhere and dyn width only a tree of hundreds of nodes;
+# notebook 07 reads both choices for Fig. 1, Fig. 2 only this one
+GUNJUR_ENTROPY_UNREAD = ("not read: B(H) on the entropy of the tempered distribution the draft samples from (the other "
+                         "reading of the paper's entropy, notebook 07's `sampled`), which would give smaller trees at "
+                         "T < 1; the verdict is about B(H) on the draft's raw entropy")
 
 
 SEQUOIA_HAND_SET = ("Sequoia built from a hand-set positional acceptance (notebook 03's `sequoia_p`), not one fitted "

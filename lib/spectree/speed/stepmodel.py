@@ -154,17 +154,30 @@ def predict_live(fit: StepFit, cost, steps: Sequence) -> np.ndarray:
     return _predict(fit, cost, step_arrays(steps))
 
 
+def live_terms(fit: StepFit, cost, steps: Sequence) -> dict[str, np.ndarray]:
+    """`predict_live` term by term: {draft, verify, tree, keep, rest: predicted seconds [steps]}, which sum to it."""
+    return _terms(fit, cost, step_arrays(steps))
+
+
 def _predict(fit: StepFit, cost, a: dict[str, np.ndarray]) -> np.ndarray:
+    return sum(_terms(fit, cost, a).values())
+
+
+def _terms(fit: StepFit, cost, a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     n_steps = len(a["tau"])
     draft = np.bincount(a["fwd_step"], weights=fit.term("draft", cost, n=a["fwd_n"], L=a["fwd_L"]),
                         minlength=n_steps) if len(a["fwd_n"]) else np.zeros(n_steps)
-    return draft + _non_draft(fit, cost, a["tau"], a["gamma"], a["offered"], a["drafted"], a["L"])
+    return {"draft": draft, **_non_draft_terms(fit, cost, a["tau"], a["gamma"], a["offered"], a["drafted"], a["L"])}
 
 
 def _non_draft(fit: StepFit, cost, tau, gamma, offered, drafted, L) -> np.ndarray:
+    return sum(_non_draft_terms(fit, cost, tau, gamma, offered, drafted, L).values())
+
+
+def _non_draft_terms(fit: StepFit, cost, tau, gamma, offered, drafted, L) -> dict[str, np.ndarray]:
     sizes = {"tau": tau, "gamma": gamma, "offered": offered, "drafted": drafted}
-    return (fit.term("verify", cost, n=np.asarray(gamma) + 1, L=L) + fit.term("tree", cost, **sizes)
-            + fit.term("keep", cost, **sizes) + fit.term("rest", cost, **sizes))
+    return {"verify": fit.term("verify", cost, n=np.asarray(gamma) + 1, L=L), "tree": fit.term("tree", cost, **sizes),
+            "keep": fit.term("keep", cost, **sizes), "rest": fit.term("rest", cost, **sizes)}
 
 
 def predict_steps(fit: StepFit, cost, widths: np.ndarray, tau, gamma, offered, L) -> np.ndarray:

@@ -306,7 +306,8 @@ def dyspec_layout(tables: dict[float, pd.DataFrame], budget: int = 32,
     return pd.DataFrame(rows)
 
 
-_COUNTS = ["n_tokens", "seconds", "forwards", "tau_sum", "gamma_sum", "draft_s", "verify_s", "tree_s", "priced_s"]
+_COUNTS = ["n_tokens", "seconds", "forwards", "tau_sum", "gamma_sum", "draft_s", "verify_s", "tree_s", "priced_s",
+           "priced_draft_s", "priced_verify_s", "priced_tree_s"]
 
 
 def prompt_rows(runs: list[Run]) -> pd.DataFrame:

@@ -160,6 +160,8 @@ def test_all_of_claim_summary_and_display():
     assert "\n  read:" not in CT.claims_text([c])
     near = C.claim("z", "p", 1.22, C.Evidence("inconclusive", "r ≥ 1.2", 16, 1.2234, 1.1811, 1.2702, bar=1.2))
     assert "rule:  r ≥ 1.2\n  read:  1.22 (interval 1.18–1.27)\n" in CT.claims_text([near])
+    exact = C.claim("e", "p", 525, C.Evidence("holds", "count > 0", 64, 525.0, 525.0, 525.0, bar=0.0))
+    assert "\n  read:  525 (exact)" in CT.claims_text([exact])
     with pytest.raises(ValueError):
         C.claim("x", "p", 1, C.Evidence("maybe", "r", 1))
     summary = CT.claims_summary([c, C.claim("y", "p", 2, yes), C.claim("z", "p", float("nan"), no),

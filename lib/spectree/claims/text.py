@@ -26,11 +26,12 @@ def claims_text(claims: Sequence[dict[str, Any]]) -> str:
 
 
 def _interval_line(c: dict[str, Any]) -> str:
-    """'\n  read:  1.22 (interval 1.15–1.30)': the estimate the rule read and its interval, where both are numbers."""
+    """'\n  read:  1.22 (interval 1.15–1.30)': the estimate the rule read and its interval, where both are numbers
+    ('(exact)' for a count read without one)."""
     est, (lo, hi) = c.get("estimate"), (c.get("interval") or [None, None])[:2]
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (est, lo, hi)):
         return ""
-    return f"\n  read:  {est:.3g} (interval {lo:.3g}–{hi:.3g})"
+    return f"\n  read:  {est:.3g} " + ("(exact)" if lo == hi == est else f"(interval {lo:.3g}–{hi:.3g})")
 
 
 def count(claims: Sequence[dict[str, Any]]) -> str:

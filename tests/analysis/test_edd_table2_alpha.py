@@ -62,6 +62,7 @@ def test_pct_above_eagle2_10_6_50_but_below_eagle2_at_its_tau_does_not_hold():
     assert tallied["estimate"] == pytest.approx(0.594 - 0.625, abs=0.01) and tallied["interval"][1] < 0
     assert "α(EAGLE-2 at PCT's τ, N interpolated)" in tallied["rule"]
     assert re.search(r"vs EAGLE-2 at that τ: α 0\.6[23]\d at τ 2\.1\d\d \(7 sizes", tallied["ours"])
+    assert "replayed on notebook 02's logbook" in tallied["ours"]  # notebook 01's PCT rows are live: τ differs
     # EAGLE-2 10/6/50 at its own τ: holds there, a labelled second reading, in the claim's readings and beside it
     assert unmatched["verdict"] == "holds" and unmatched["estimate"] == pytest.approx(0.594 - 0.496, abs=0.01)
     assert "EAGLE-2 10/6/50 α 0.49" in unmatched["ours"] and "(mean depth reached 4.95 of its 6)" in unmatched["ours"]

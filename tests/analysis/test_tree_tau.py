@@ -88,6 +88,7 @@ def test_leaf_claim_reads_only_tau_and_time_gain_is_never_a_verdict():
     assert "τ 3.99" in leaf["paper"] and leaf["kind"] == "paper" and "l.811" in leaf["goal"]
     # γ is reported (the ablation's tree holds PCT's: more nodes by construction), never judged
     assert leaf["details"]["gamma_ratio"] == pytest.approx(1.8) and "(γ 1.80×)" in leaf["ours"]
+    assert "live decoding (notebook 01)" in leaf["ours"]  # notebook 02's Table 2 rows replay: their τ differs
     assert "γ is reported, not judged" in leaf["rule"] and "by construction" in leaf["rule"]
     assert "2.95x vs 3.04x" in leaf["rule"] and "≤ 1.02" in leaf["rule"]
     fewer = _table(_row(SHIPPED, 3.0), _row(LEAVES, 3.0, gamma=4.0))  # γ lower: no longer a reason to fail

@@ -129,7 +129,8 @@ def edd_claims(table: pd.DataFrame, machine_kind: str = "one-token") -> list[dic
     e2 = pick(table, "edd_table2", "eagle2", N=sweeps.EDD_EAGLE2[2])
     off = _depth_cap(pct)
     at = f"PCT at {_ratio(pct)}"
-    pct_alpha = f"{at} α {pct.alpha:.3f} at τ {pct.tau:.3f} (mean depth {pct.depth:.2f})" if pct is not None else ""
+    pct_alpha = (f"{at}, replayed on notebook 02's logbook, α {pct.alpha:.3f} at τ {pct.tau:.3f} (mean depth "
+                 f"{pct.depth:.2f})" if pct is not None else "")
     fixed = (f"EAGLE-2 10/6/50 α {e2.alpha:.3f} at τ {e2.tau:.3f} (mean depth reached {e2.depth:.2f} of its 6)"
              if e2 is not None else "EAGLE-2 10/6/50 not scored")
     unmatched = (f"; at EDD's EAGLE-2 10/6/50 (unmatched, not the verdict): τ {pct.tau:.3f} vs {e2.tau:.3f}, γ "

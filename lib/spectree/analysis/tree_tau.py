@@ -238,7 +238,7 @@ def ablation_claims(table: pd.DataFrame, base: str = SHIPPED) -> list[dict[str, 
             f"({text(here_a, here_b)})", again.verdict, where=sd_st("one-token", here_b.ratio),
             off_point=True)}
         at = sd_st(paper_kind(b.ratio) or "one-token", b.ratio)
-        out.append(claim(name, table3_paper(LEAVES), f"at {at}: {text(a, b)}",
+        out.append(claim(name, table3_paper(LEAVES), f"at {at}, live decoding (notebook 01): {text(a, b)}",
                          leaves(a, b), goal="τ within +2% of EDD + PCT's (ours: the paper's 'does not affect the "
                                             "average acceptance length', l.811)",
                          key="edd-table3-leaf", readings=knobs, gamma_ratio=float(a.gamma / b.gamma)))

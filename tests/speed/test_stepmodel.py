@@ -158,7 +158,7 @@ def test_a_run_priced_on_another_machines_cost_model_is_its_own_steps_there():
     from helpers import ToyChat
 
     from spectree.prompts import Prompt
-    from spectree.speed.bench import run_strategies, steps_priced
+    from spectree.speed.bench import priced, run_strategies
     from spectree.speed.references import HF
 
     target, draft = tiny_llama(0, layers=3), tiny_llama(1, layers=1)
@@ -168,11 +168,18 @@ def test_a_run_priced_on_another_machines_cost_model_is_its_own_steps_there():
     for r in runs:
         assert math.isnan(r.priced_s) == (r.strategy == HF)
     g = speculative_generate(target, draft, [3, 4, 5], policies["kary"], 8)
+
+    def steps_priced(g, cost):
+        return priced(g, cost)["priced_s"]
     assert steps_priced(g, gpu) == pytest.approx(predict_live(gpu.step, gpu, g.steps).sum())
     dear = replace(gpu, step=replace(gpu.step, coef={k: [2 * c for c in v] for k, v in gpu.step.coef.items()}))
     assert steps_priced(g, dear) == pytest.approx(2 * steps_priced(g, gpu)) and math.isnan(steps_priced(g, None))
     by = {r.strategy: r for r in runs}
     assert by["kary"].tokens == g.tokens and by["kary"].priced_s == pytest.approx(steps_priced(g, gpu), rel=1e-9)
+    # its draft, verify and tree terms are parts of it (keep and rest the remainder)
+    terms = priced(g, gpu)
+    parts = terms["priced_draft_s"] + terms["priced_verify_s"] + terms["priced_tree_s"]
+    assert 0 < parts <= terms["priced_s"] * (1 + 1e-9) and by["kary"].priced_verify_s == pytest.approx(terms["priced_verify_s"])
 
 
 def test_the_step_model_is_fitted_once_and_cached_beside_the_cost_model(tmp_path, monkeypatch):

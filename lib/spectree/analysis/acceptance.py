@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from spectree.claims.claims import (Evidence, all_of, bootstrap_rule, claim, not_testable, pooled,
                                       pooled_difference, unscored)
+from spectree.claims.text import DIRECTION_ONLY, pointing
 from spectree.claims.verdicts import BAR
 from spectree.analysis.draft_arms import Drafts, below_floor, draft_card, seeds_of
 from spectree.core.decode import greedy_continuation, walk_continuation
@@ -151,8 +152,8 @@ def _min_gap(e: Optional[dict], v: Optional[dict]) -> Optional[float]:
 
 def _way(edd_minus_vdm: float) -> str:
     """Which way an EDD − VDM reading points, said beside it whatever the verdict (not one itself)."""
-    way = "EDD above VDM (the paper's way" if edd_minus_vdm > 0 else "EDD not above VDM (against the paper"
-    return f": {way}; direction only, not a verdict)"
+    up = edd_minus_vdm > 0
+    return f": EDD {'above' if up else 'not above'} VDM ({pointing(up)}; {DIRECTION_ONLY})"
 
 
 def _paired(a: dict, b: dict) -> list[dict]:

@@ -25,6 +25,7 @@ from typing import Any, Optional, Sequence, Union
 import pandas as pd
 
 from spectree.claims.claims import claim, not_testable, unscored
+from spectree.claims.text import DIRECTION_ONLY, pointing
 from spectree.core.errors import SpectreeError
 from spectree.core.paths import artifact_path
 
@@ -159,9 +160,9 @@ def _direction(rows: pd.DataFrame, by_label: pd.Series) -> str:
     if base.empty or base.iloc[0] not in by_label:
         return ""
     b = by_label[base.iloc[0]]
-    ways = [f"{label} " + ("below the base arm (the paper's way)" if v < b else "not below it (against the paper)")
+    ways = [f"{label} " + (f"below the base arm ({pointing(True)})" if v < b else f"not below it ({pointing(False)})")
             for label, v in by_label.items() if label != base.iloc[0]]
-    return "; points (direction only, not a verdict): " + ", ".join(ways) if ways else ""
+    return f"; points ({DIRECTION_ONLY}): " + ", ".join(ways) if ways else ""
 
 
 KEYS = {"w/o encoding result": "edd-table3-encoding", SELF_ARM: "edd-table3-encoding",

@@ -9,6 +9,13 @@ import numpy as np
 
 from spectree.claims.verdicts import BAR, INCONCLUSIVE, VERDICTS
 
+DIRECTION_ONLY = "direction only, not a verdict"  # beside a reading's direction, whatever its verdict
+
+
+def pointing(paper_way: bool) -> str:
+    """Which way a reading points beside the paper's claim, said with `DIRECTION_ONLY` (not a verdict itself)."""
+    return "the paper's way" if paper_way else "against the paper"
+
 
 def verdict_text(c: dict[str, Any]) -> str:
     """The verdict for display: "inconclusive (n = 12)" for an inconclusive claim that states its sample size,

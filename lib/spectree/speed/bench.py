@@ -184,7 +184,7 @@ def run_strategies(models, prompts: list[Prompt], policies: Policies, max_new_to
                             other_cores=load.cores, repeat=repeat, projected_s=projected_seconds(g, cost),
                             plain_s=plain_projected_seconds(g, cost),
                             prefill_s=g.prefill_s, depth_sum=sum(s.depth for s in g.steps),
-                            priced_s=steps_priced(g, priced_on), **priced_terms(g, priced_on),
+                            **priced(g, priced_on),
                             keep_s=sum(s.keep_s for s in g.steps)))
 
     for prompt in tqdm(prompts, desc="bench", unit="prompt"):
@@ -206,19 +206,16 @@ def projected_seconds(g, cost) -> float:
     return g.prefill_s + float(predict_live(cost.step, cost, g.steps).sum()) if g.steps else g.prefill_s
 
 
-def steps_priced(g, cost) -> float:
-    """A generation's decoding steps priced on `cost` and its step model (NaN without one), the prefill left out."""
+def priced(g, cost) -> dict[str, float]:
+    """A generation's decoding steps priced on `cost` and its step model, the prefill left out: {priced_s, and its
+    priced_draft_s, priced_verify_s, priced_tree_s terms (`stepmodel.live_terms`; keep and rest the remainder)}, all
+    NaN without a step model."""
+    names = ("priced_draft_s", "priced_verify_s", "priced_tree_s")
     if cost is None or cost.step is None:
-        return math.nan
-    return float(predict_live(cost.step, cost, g.steps).sum()) if g.steps else 0.0
-
-
-def priced_terms(g, cost) -> dict[str, float]:
-    """`steps_priced` by term: {priced_draft_s, priced_verify_s, priced_tree_s} (NaN without a step model)."""
-    if cost is None or cost.step is None:
-        return {f"priced_{t}_s": math.nan for t in ("draft", "verify", "tree")}
+        return dict.fromkeys(("priced_s", *names), math.nan)
     terms = live_terms(cost.step, cost, g.steps) if g.steps else {}
-    return {f"priced_{t}_s": float(terms[t].sum()) if terms else 0.0 for t in ("draft", "verify", "tree")}
+    return {"priced_s": float(sum(t.sum() for t in terms.values())),
+            **{name: float(terms[name.split("_")[1]].sum()) if terms else 0.0 for name in names}}
 
 
 def plain_projected_seconds(g, cost) -> float:

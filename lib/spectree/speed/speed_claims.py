@@ -198,7 +198,7 @@ def priced_reading(rows: pd.DataFrame, others: list[str], where: str) -> Optiona
 
 def priced_split(rows: pd.DataFrame, methods: list[str]) -> str:
     """'; priced per token: dyn width only 41.2 ms (draft 3.1, verify 36.0, tree 1.9, keep + rest 0.2) at γ 212, τ 2.1
-    a step; chain-4 …': where a priced reading's time goes, term by term (`bench.priced_terms`), with the tree size
+    a step; chain-4 …': where a priced reading's time goes, term by term (`bench.priced`), with the tree size
     and acceptance behind it; '' for runs priced before the terms were kept."""
     terms = ["priced_draft_s", "priced_verify_s", "priced_tree_s"]
     if not set(terms) <= set(rows) or not np.isfinite(rows[terms].to_numpy(float)).all():
